@@ -1,0 +1,25 @@
+# kubegc image. Node 24 everywhere: development (the `node` devDependency),
+# tests, CI and this image. Cannot be built on the project's dev machines
+# (no container engine); build it wherever Docker or BuildKit runs:
+#   docker build -t kubegc:dev .
+
+FROM node:24-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# --ignore-scripts: the `node` devDependency downloads a Node binary we do not need here.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npx tsc -p tsconfig.build.json \
+ && npm prune --omit=dev --ignore-scripts
+
+FROM node:24-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /src/package.json ./
+COPY --from=build /src/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+# The base image's unprivileged user; the manifests also set runAsNonRoot.
+USER 1000:1000
+ENTRYPOINT ["node", "dist/cli.js"]
+CMD ["--help"]

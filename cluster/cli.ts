@@ -1,0 +1,96 @@
+// `npm run cluster -- up [--builtin-gc] | down | status [--dir DIR]`
+// The last line `up` prints is the kubeconfig path, so scripts can capture it.
+import path from 'node:path';
+import { ControlPlaneError, REPO_ROOT, down, status, up } from './controlplane.ts';
+
+const USAGE = `usage: npm run cluster -- <command> [--dir DIR]
+
+commands:
+  up [--builtin-gc]  start (or reuse) etcd, kube-apiserver and kube-controller-manager;
+                     --builtin-gc also runs kube-controller-manager's own garbage collector
+  down               stop the processes started in DIR and remove the data
+  status             show what runs in DIR
+
+--dir DIR defaults to .cluster in the repository (env KUBEGC_CLUSTER_DIR).`;
+
+function fail(msg: string, code = 1): never {
+  console.error(msg);
+  process.exit(code);
+}
+
+async function main(argv: string[]): Promise<void> {
+  let dir = process.env.KUBEGC_CLUSTER_DIR ?? path.join(REPO_ROOT, '.cluster');
+  let builtinGc = false;
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--dir') {
+      const v = argv[++i];
+      if (!v) fail('cluster: --dir needs a value', 2);
+      dir = v;
+    } else if (a.startsWith('--dir=')) dir = a.slice('--dir='.length);
+    else if (a === '--builtin-gc') builtinGc = true;
+    else if (a === '-h' || a === '--help') {
+      console.log(USAGE);
+      return;
+    } else if (a.startsWith('-')) fail(`cluster: unknown flag ${a}\n${USAGE}`, 2);
+    else rest.push(a);
+  }
+  const [command, ...extra] = rest;
+  if (extra.length > 0) fail(`cluster: unexpected arguments: ${extra.join(' ')}`, 2);
+  if (builtinGc && command !== 'up') fail('cluster: --builtin-gc goes with up', 2);
+  const log = (line: string): void => console.error(`cluster: ${line}`);
+  switch (command) {
+    case 'up': {
+      const started = Date.now();
+      const c = await up({ dir, builtinGc, log });
+      log(
+        `${c.reused ? 'reused the running' : 'started a'} Kubernetes ${c.version} control plane at ${c.server}` +
+          ` (${c.builtinGc ? 'with' : 'without'} the built-in GC) in ${((Date.now() - started) / 1000).toFixed(1)}s`,
+      );
+      log(
+        `kubectl: ${path.relative(process.cwd(), c.kubectl) || c.kubectl} --kubeconfig ${path.relative(process.cwd(), c.kubeconfig)}`,
+      );
+      console.log(path.relative(process.cwd(), c.kubeconfig) || c.kubeconfig);
+      return;
+    }
+    case 'down': {
+      const stopped = await down(dir);
+      console.log(stopped.length ? `stopped ${stopped.join(', ')}` : 'nothing was running');
+      return;
+    }
+    case 'status': {
+      const s = await status(dir);
+      if (!s.cluster) {
+        console.log(`no cluster in ${dir}`);
+        return;
+      }
+      console.log(
+        JSON.stringify(
+          {
+            ready: s.ready,
+            running: s.running,
+            server: s.cluster.server,
+            kubeconfig: s.cluster.kubeconfig,
+          },
+          null,
+          2,
+        ),
+      );
+      return;
+    }
+    case undefined:
+      fail(USAGE, 2);
+      break;
+    default:
+      fail(`cluster: unknown command ${command}\n${USAGE}`, 2);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  fail(
+    err instanceof ControlPlaneError
+      ? `cluster: ${err.message}`
+      : `cluster: ${(err as Error).stack ?? String(err)}`,
+  );
+});

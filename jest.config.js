@@ -1,0 +1,35 @@
+// Two projects: `unit` (pure logic, no cluster) and `e2e` (against the real
+// local control plane that test/e2e/global-setup.ts starts once per run).
+// TypeScript is transpiled by ts-jest as native ESM (node --experimental-vm-modules),
+// because @kubernetes/client-node and p-queue ship ESM only. Type errors are
+// caught by `npm run typecheck`, so transpilation here is per-file and fast.
+
+/** @type {import('jest').Config['projects'][number]} */
+const common = {
+  extensionsToTreatAsEsm: ['.ts'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, isolatedModules: true, diagnostics: false }],
+  },
+  testEnvironment: 'node',
+};
+
+/** @type {import('jest').Config} */
+export default {
+  reporters: ['default', '<rootDir>/test/summary-reporter.js'],
+  projects: [
+    {
+      ...common,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/test/unit/**/*.test.ts'],
+    },
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/e2e/global-setup.ts',
+      globalTeardown: '<rootDir>/test/e2e/global-teardown.ts',
+      testTimeout: 180_000,
+    },
+  ],
+};

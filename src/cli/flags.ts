@@ -1,0 +1,124 @@
+// A small, strict flag parser: `--name value` and `--name=value`, typed
+// values, and one clear error line for anything it does not understand.
+// Flag names follow the upstream components (kube-controller-manager, kubelet).
+
+export class UsageError extends Error {}
+
+export type FlagKind = 'string' | 'int' | 'number' | 'bool' | 'duration' | 'list';
+
+export interface FlagSpec {
+  kind: FlagKind;
+  help: string;
+  default?: string;
+  /** Extra validation of the parsed value; returns an error message or undefined. */
+  validate?: (value: unknown) => string | undefined;
+}
+
+export type FlagSpecs = Record<string, FlagSpec>;
+
+export type FlagValue = string | number | boolean | string[];
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Parses Go-style durations such as `30s`, `2m`, `1h30m`, `500ms` into milliseconds. */
+export function parseDuration(text: string): number {
+  if (text === '0') return 0;
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
+  let total = 0;
+  let consumed = 0;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(text)) !== null) {
+    total += Number(m[1]) * (DURATION_UNITS[m[2] as string] as number);
+    consumed = re.lastIndex;
+  }
+  if (consumed === 0 || consumed !== text.length) {
+    throw new UsageError(`invalid duration "${text}" (examples: 500ms, 30s, 2m, 1h30m)`);
+  }
+  return total;
+}
+
+function convert(name: string, spec: FlagSpec, raw: string): FlagValue {
+  switch (spec.kind) {
+    case 'string':
+      return raw;
+    case 'int': {
+      if (!/^-?\d+$/.test(raw)) throw new UsageError(`--${name}: "${raw}" is not an integer`);
+      return Number(raw);
+    }
+    case 'number': {
+      const n = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(n))
+        throw new UsageError(`--${name}: "${raw}" is not a number`);
+      return n;
+    }
+    case 'bool': {
+      if (raw === 'true') return true;
+      if (raw === 'false') return false;
+      throw new UsageError(`--${name}: "${raw}" is not true or false`);
+    }
+    case 'duration':
+      try {
+        return parseDuration(raw);
+      } catch (e) {
+        throw new UsageError(`--${name}: ${(e as Error).message}`);
+      }
+    case 'list':
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0);
+  }
+}
+
+export interface Parsed {
+  flags: Record<string, FlagValue>;
+  args: string[];
+}
+
+export function parseFlags(argv: string[], specs: FlagSpecs): Parsed {
+  const flags: Record<string, FlagValue> = {};
+  const args: string[] = [];
+  for (const [name, spec] of Object.entries(specs)) {
+    if (spec.default !== undefined) flags[name] = convert(name, spec, spec.default);
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--') {
+      args.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!a.startsWith('--')) {
+      if (a.startsWith('-') && a !== '-') throw new UsageError(`unknown flag ${a}`);
+      args.push(a);
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const name = a.slice(2, eq === -1 ? undefined : eq);
+    const spec = specs[name];
+    if (!spec) throw new UsageError(`unknown flag --${name}`);
+    let raw: string;
+    if (eq !== -1) raw = a.slice(eq + 1);
+    else if (spec.kind === 'bool') raw = 'true';
+    else {
+      const next = argv[i + 1];
+      if (next === undefined) throw new UsageError(`--${name} needs a value`);
+      raw = next;
+      i++;
+    }
+    const value = convert(name, spec, raw);
+    const problem = spec.validate?.(value);
+    if (problem) throw new UsageError(`--${name}: ${problem}`);
+    flags[name] = value;
+  }
+  return { flags, args };
+}
+
+export function formatFlags(specs: FlagSpecs): string {
+  return Object.entries(specs)
+    .map(([name, s]) => {
+      const left = `  --${name}${s.kind === 'bool' ? '' : ` ${s.kind}`}`;
+      const def = s.default !== undefined && s.default !== '' ? ` (default ${s.default})` : '';
+      return `${left.padEnd(38)} ${s.help}${def}`;
+    })
+    .join('\n');
+}

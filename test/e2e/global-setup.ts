@@ -1,0 +1,15 @@
+// Starts (or reuses) one real control plane for the whole e2e run. Tests read
+// its location from the environment; each test works in its own namespace.
+import path from 'node:path';
+import { REPO_ROOT, up } from '../../cluster/controlplane.ts';
+
+export default async function globalSetup(): Promise<void> {
+  const dir = process.env.KUBEGC_E2E_CLUSTER_DIR ?? path.join(REPO_ROOT, '.cluster-e2e');
+  const started = Date.now();
+  const cluster = await up({ dir, log: (l) => process.stderr.write(`\ne2e cluster: ${l}`) });
+  process.stderr.write(
+    `\ne2e cluster: ${cluster.reused ? 'reused' : 'started'} ${cluster.server} in ${((Date.now() - started) / 1000).toFixed(1)}s\n`,
+  );
+  process.env.KUBEGC_E2E_CLUSTER_DIR = dir;
+  process.env.KUBEGC_E2E_KUBECONFIG = cluster.kubeconfig;
+}

@@ -7,9 +7,17 @@
 /** @type {import('jest').Config['projects'][number]} */
 const common = {
   extensionsToTreatAsEsm: ['.ts'],
-  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {
-    '^.+\\.ts$': ['ts-jest', { useESM: true, isolatedModules: true, diagnostics: false }],
+    '^.+\\.ts$': [
+      'ts-jest',
+      {
+        useESM: true,
+        diagnostics: false,
+        // Keep `./x.ts` specifiers as written: jest resolves them, and so does
+        // Node itself (type stripping) for the global setup's imports.
+        tsconfig: { rewriteRelativeImportExtensions: false, allowImportingTsExtensions: true },
+      },
+    ],
   },
   testEnvironment: 'node',
 };
@@ -17,6 +25,8 @@ const common = {
 /** @type {import('jest').Config} */
 export default {
   reporters: ['default', '<rootDir>/test/summary-reporter.js'],
+  // e2e tests wait on a real control plane; unit tests finish far below this.
+  testTimeout: 180_000,
   projects: [
     {
       ...common,
@@ -29,7 +39,6 @@ export default {
       testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
       globalSetup: '<rootDir>/test/e2e/global-setup.ts',
       globalTeardown: '<rootDir>/test/e2e/global-teardown.ts',
-      testTimeout: 180_000,
     },
   ],
 };

@@ -9,7 +9,8 @@ type Command = (argv: string[]) => Promise<number>;
 /** Subcommands, loaded lazily so `kubegc --help` stays fast. */
 const COMMANDS: Record<string, { summary: string; load?: () => Promise<Command> }> = {
   controller: {
-    summary: 'owner-reference garbage collection for the whole cluster (not yet implemented)',
+    summary: 'owner-reference garbage collection for the whole cluster',
+    load: async () => (await import('./cli/controller.ts')).controllerCommand,
   },
   node: {
     summary: 'image and container garbage collection on this node over CRI (not yet implemented)',

@@ -1,0 +1,289 @@
+// The one HTTP client kubegc uses for the API server. @kubernetes/client-node
+// supplies the kubeconfig, TLS material and authentication (tokens, exec
+// plugins, in-cluster service account); requests go through node:https with
+// our own keep-alive agents, because we need metadata-only Accept headers,
+// streaming watches and a client-side rate limit that client-node lacks.
+import http from 'node:http';
+import https from 'node:https';
+import * as k8s from '@kubernetes/client-node';
+import { TokenBucket } from './token-bucket.ts';
+
+export interface ClientOptions {
+  /** Client-side rate limit for requests (watch streams count once, at start). */
+  qps: number;
+  burst: number;
+  /** Timeout of one non-watch request. */
+  requestTimeoutMs: number;
+  userAgent: string;
+  /** Called after every request with its verb and HTTP status (0: no response). */
+  onRequest?: (verb: string, status: number) => void;
+}
+
+export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
+  qps: 100,
+  burst: 200,
+  requestTimeoutMs: 30_000,
+  userAgent: 'kubegc',
+};
+
+/** A non-2xx answer from the API server (or no answer: status 0). */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  readonly body: string;
+  constructor(method: string, path: string, status: number, body: string, reason = '') {
+    let message = body;
+    let parsedReason = reason;
+    try {
+      const s = JSON.parse(body) as { message?: string; reason?: string };
+      message = s.message ?? body;
+      parsedReason = s.reason ?? reason;
+    } catch {
+      /* not a Status object */
+    }
+    super(
+      `${method} ${path}: ${status || 'no response'}${parsedReason ? ` ${parsedReason}` : ''}: ${message.slice(0, 500)}`,
+    );
+    this.status = status;
+    this.reason = parsedReason;
+    this.body = body;
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 404;
+}
+export function isConflict(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 409;
+}
+
+export const METADATA_ACCEPT =
+  'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+export const METADATA_LIST_ACCEPT =
+  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
+
+export interface RequestOptions {
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  contentType?: string;
+  accept?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Label for the request metric (LIST, GET, ...); defaults to the HTTP method. */
+  verb?: string;
+}
+
+const MAX_THROTTLE_RETRIES = 10;
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}
+
+export class KubeClient {
+  readonly server: URL;
+  private readonly kc: k8s.KubeConfig;
+  private readonly opts: ClientOptions;
+  private readonly bucket: TokenBucket;
+  private readonly agent: http.Agent;
+  private readonly watchAgent: http.Agent;
+  private headers: Record<string, string> = {};
+  private headersAt = 0;
+
+  private constructor(kc: k8s.KubeConfig, tls: https.AgentOptions, opts: ClientOptions) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    this.kc = kc;
+    this.server = new URL(cluster.server);
+    this.opts = opts;
+    this.bucket = new TokenBucket(opts.qps, opts.burst);
+    const secure = this.server.protocol === 'https:';
+    const make = (maxSockets: number): http.Agent =>
+      secure
+        ? new https.Agent({ ...tls, keepAlive: true, maxSockets })
+        : new http.Agent({ keepAlive: true, maxSockets });
+    this.agent = make(128);
+    this.watchAgent = make(Infinity);
+  }
+
+  static async create(kc: k8s.KubeConfig, opts: Partial<ClientOptions> = {}): Promise<KubeClient> {
+    const tls: https.RequestOptions = {};
+    await kc.applyToHTTPSOptions(tls);
+    const agentTls: https.AgentOptions = {
+      ca: tls.ca,
+      cert: tls.cert,
+      key: tls.key,
+      servername: tls.servername,
+    };
+    if (tls.rejectUnauthorized !== undefined) agentTls.rejectUnauthorized = tls.rejectUnauthorized;
+    const client = new KubeClient(kc, agentTls, { ...DEFAULT_CLIENT_OPTIONS, ...opts });
+    await client.refreshHeaders();
+    return client;
+  }
+
+  /** Auth headers, re-derived every minute so rotated tokens (projected SA tokens, exec plugins) are picked up. */
+  private async refreshHeaders(): Promise<Record<string, string>> {
+    if (Date.now() - this.headersAt < 60_000) return this.headers;
+    const o: https.RequestOptions = { headers: {} };
+    await this.kc.applyToHTTPSOptions(o);
+    const h: Record<string, string> = {};
+    for (const [k, v] of Object.entries(o.headers ?? {})) if (typeof v === 'string') h[k] = v;
+    if (o.auth) h.Authorization = `Basic ${Buffer.from(o.auth).toString('base64')}`;
+    this.headers = h;
+    this.headersAt = Date.now();
+    return h;
+  }
+
+  private url(path: string, query?: RequestOptions['query']): URL {
+    const u = new URL(this.server.toString());
+    u.pathname = `${u.pathname.replace(/\/$/, '')}${path}`;
+    for (const [k, v] of Object.entries(query ?? {}))
+      if (v !== undefined) u.searchParams.set(k, String(v));
+    return u;
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    o: RequestOptions,
+    agent: http.Agent,
+  ): Promise<http.IncomingMessage> {
+    const headers: Record<string, string> = {
+      ...(await this.refreshHeaders()),
+      'User-Agent': this.opts.userAgent,
+      Accept: o.accept ?? 'application/json',
+    };
+    let payload: string | undefined;
+    if (o.body !== undefined) {
+      payload = JSON.stringify(o.body);
+      headers['Content-Type'] = o.contentType ?? 'application/json';
+      headers['Content-Length'] = String(Buffer.byteLength(payload));
+    }
+    const u = this.url(path, o.query);
+    const lib = u.protocol === 'https:' ? https : http;
+    return new Promise((resolve, reject) => {
+      const req = lib.request(u, { method, headers, agent, signal: o.signal }, resolve);
+      if (o.timeoutMs) {
+        req.setTimeout(o.timeoutMs, () =>
+          req.destroy(new Error(`timed out after ${o.timeoutMs} ms`)),
+        );
+      }
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  /**
+   * One request with a JSON answer. Waits for the client-side rate limit,
+   * honours 429 / Retry-After (up to 10 times), and throws ApiError on non-2xx.
+   */
+  async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    const verb = o.verb ?? method;
+    for (let attempt = 0; ; attempt++) {
+      await this.bucket.take();
+      let res: http.IncomingMessage;
+      let text: string;
+      try {
+        res = await this.send(
+          method,
+          path,
+          { timeoutMs: this.opts.requestTimeoutMs, ...o },
+          this.agent,
+        );
+        text = await readBody(res);
+      } catch (err) {
+        this.opts.onRequest?.(verb, 0);
+        throw new ApiError(method, path, 0, (err as Error).message);
+      }
+      const status = res.statusCode ?? 0;
+      this.opts.onRequest?.(verb, status);
+      if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
+      const retryAfter = Number(res.headers['retry-after']);
+      if ((status === 429 || (status >= 500 && retryAfter > 0)) && attempt < MAX_THROTTLE_RETRIES) {
+        await sleep(
+          (Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 1) * 1000,
+          o.signal,
+        );
+        if (o.signal?.aborted) throw new ApiError(method, path, status, text);
+        continue;
+      }
+      throw new ApiError(method, path, status, text);
+    }
+  }
+
+  /**
+   * Opens a watch stream and calls `onLine` for each JSON line until the stream
+   * ends (resolves), fails (rejects) or `signal` aborts (resolves).
+   */
+  async stream(path: string, o: RequestOptions, onLine: (line: string) => void): Promise<void> {
+    await this.bucket.take();
+    let res: http.IncomingMessage;
+    try {
+      res = await this.send('GET', path, o, this.watchAgent);
+    } catch (err) {
+      if (o.signal?.aborted) return;
+      this.opts.onRequest?.('WATCH', 0);
+      throw new ApiError('WATCH', path, 0, (err as Error).message);
+    }
+    const status = res.statusCode ?? 0;
+    this.opts.onRequest?.('WATCH', status);
+    if (status < 200 || status >= 300)
+      throw new ApiError('WATCH', path, status, await readBody(res));
+    res.socket?.setKeepAlive(true, 30_000);
+    await new Promise<void>((resolve, reject) => {
+      let buffered = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buffered += chunk;
+        let nl: number;
+        while ((nl = buffered.indexOf('\n')) !== -1) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 1);
+          if (line.trim()) onLine(line);
+        }
+      });
+      res.on('end', () => resolve());
+      res.on('error', (err) => (o.signal?.aborted ? resolve() : reject(err)));
+      res.on('aborted', () =>
+        o.signal?.aborted ? resolve() : reject(new Error('watch stream aborted')),
+      );
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+    this.watchAgent.destroy();
+  }
+}
+
+function readBody(res: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('error', reject);
+  });
+}
+
+/**
+ * Loads the kubeconfig the way operators expect: --kubeconfig, else
+ * $KUBECONFIG, else ~/.kube/config, else the in-cluster service account.
+ */
+export function loadKubeConfig(path?: string): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromDefault();
+  if (!kc.getCurrentCluster()) {
+    throw new Error(
+      path
+        ? `kubeconfig ${path} has no current cluster`
+        : 'no kubeconfig found (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster',
+    );
+  }
+  return kc;
+}

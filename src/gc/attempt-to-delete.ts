@@ -1,0 +1,249 @@
+// The attempt-to-delete worker: gathers the inputs of a decision (graph
+// snapshot, live reads of the object and its owners), asks decide.ts, and
+// carries the decision out with guarded API calls.
+import {
+  groupResource,
+  type ObjectMeta,
+  type OwnerReference,
+  type ResourceInfo,
+  type RestMapper,
+} from '../api/resources.ts';
+import type { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
+import { coordinatesKey, type NodeSnapshot, type OwnershipGraph } from '../graph/graph.ts';
+import { FOREGROUND_FINALIZER, type GraphEvent } from '../graph/propagator.ts';
+import type { Logger } from '../log.ts';
+import { done, failed, requeue, type ProcessResult } from '../queue/workqueue.ts';
+import {
+  classifyLookup,
+  decide,
+  decideDeletingDependents,
+  sameOwnerReferences,
+  type ClassifiedOwner,
+  type DeletionPropagation,
+} from './decide.ts';
+import type { GcApi } from './operations.ts';
+
+export interface GcMetricsHooks {
+  deletion?(resource: string, policy: DeletionPropagation, dryRun: boolean): void;
+  orphaning?(resource: string, dryRun: boolean): void;
+}
+
+export interface GcContext {
+  api: GcApi;
+  graph: OwnershipGraph;
+  absent: AbsentOwnerCache;
+  mapper: () => RestMapper;
+  /** Feeds verified facts back to the single graph writer. */
+  pushGraphEvent: (e: GraphEvent) => void;
+  enqueueDelete: (uid: string) => void;
+  log: Logger;
+  dryRun: boolean;
+  metrics?: GcMetricsHooks;
+}
+
+export class UnresolvableKindError extends Error {}
+
+function resolve(ctx: GcContext, apiVersion: string, kind: string): ResourceInfo {
+  const r = ctx.mapper().resolve(apiVersion, kind);
+  if (!r) {
+    throw new UnresolvableKindError(
+      `cannot resolve ${apiVersion}, Kind=${kind} to a served resource; not deciding on this basis (retrying)`,
+    );
+  }
+  return r;
+}
+
+export async function attemptToDelete(ctx: GcContext, uid: string): Promise<ProcessResult> {
+  const snap = ctx.graph.snapshot(uid);
+  if (!snap) return done;
+  if (snap.beingDeleted && !snap.deletingDependents) return done;
+  let resource: ResourceInfo;
+  try {
+    resource = resolve(ctx, snap.apiVersion, snap.kind);
+  } catch (err) {
+    return failed(err);
+  }
+  const namespace = resource.namespaced ? snap.namespace : '';
+  const live = await ctx.api.getMeta(resource, namespace, snap.name);
+  if (!live || live.uid !== uid) {
+    // Nothing with these coordinates and UID exists: the graph must learn it.
+    ctx.pushGraphEvent({
+      type: 'virtualDelete',
+      identity: { apiVersion: snap.apiVersion, kind: snap.kind, namespace, name: snap.name, uid },
+    });
+    return done;
+  }
+  const result = await decideAndAct(ctx, snap, resource, live);
+  // A node we know only as an owner, yet it exists: check again until its informer reports it.
+  if (result.result === 'done' && snap.virtual && ctx.graph.get(uid)?.virtual) return requeue();
+  return result;
+}
+
+async function decideAndAct(
+  ctx: GcContext,
+  snap: NodeSnapshot,
+  resource: ResourceInfo,
+  live: ObjectMeta,
+): Promise<ProcessResult> {
+  if (snap.deletingDependents) return processDeletingDependents(ctx, snap, resource, live);
+  const refs = live.ownerReferences ?? [];
+  if (refs.length === 0) return done;
+
+  const owners: ClassifiedOwner[] = [];
+  for (const ref of refs) {
+    try {
+      owners.push(await classifyOwner(ctx, live, ref));
+    } catch (err) {
+      return failed(err);
+    }
+  }
+  const decision = decide({ live, owners, dependents: snap.dependents });
+  const fields = {
+    resource: groupResource(resource),
+    namespace: live.namespace ?? '',
+    name: live.name,
+    uid: live.uid,
+    reason: decision.reason,
+    owners: owners.map((o) => ({
+      kind: o.ref.kind,
+      name: o.ref.name,
+      uid: o.ref.uid,
+      state: o.state,
+      detail: o.detail,
+    })),
+  };
+  switch (decision.action) {
+    case 'none':
+      if (owners.some((o) => o.state === 'invalid')) ctx.log.warn('not collecting object', fields);
+      else ctx.log.debug('keeping object', fields);
+      return done;
+    case 'removeOwnerReferences': {
+      if (ctx.dryRun) {
+        ctx.log.info('dry run: would remove owner references', {
+          ...fields,
+          remove: decision.uids,
+        });
+        return done;
+      }
+      await ctx.api.removeOwnerReferences(resource, live, decision.uids);
+      ctx.log.info('removed owner references', { ...fields, removed: decision.uids });
+      return done;
+    }
+    case 'delete':
+      return deleteObject(
+        ctx,
+        resource,
+        live,
+        decision.policy,
+        decision.unblockOwnerReferences,
+        fields,
+      );
+  }
+}
+
+async function classifyOwner(
+  ctx: GcContext,
+  live: ObjectMeta,
+  ref: OwnerReference,
+): Promise<ClassifiedOwner> {
+  const dependentNamespace = live.namespace ?? '';
+  // The absent-owner cache is checked before resolving the kind, as upstream
+  // does: a cluster-scoped key, then one in the dependent's namespace.
+  for (const ns of ['', dependentNamespace]) {
+    if (ctx.absent.has(coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid))) {
+      return { ref, state: 'dangling', detail: 'absent-owner-cache' };
+    }
+  }
+  const ownerResource = resolve(ctx, ref.apiVersion, ref.kind);
+  if (ownerResource.namespaced && !dependentNamespace) {
+    return { ref, state: 'invalid', detail: 'cluster-scoped dependent of a namespaced owner kind' };
+  }
+  const ownerNamespace = ownerResource.namespaced ? dependentNamespace : '';
+  const owner = await ctx.api.getMeta(ownerResource, ownerNamespace, ref.name);
+  const classified = classifyLookup(
+    ref,
+    owner
+      ? {
+          found: true,
+          uid: owner.uid,
+          deletionTimestamp: owner.deletionTimestamp,
+          finalizers: owner.finalizers,
+        }
+      : { found: false },
+  );
+  if (classified.state === 'dangling') {
+    ctx.absent.add(coordinatesKey(ref.apiVersion, ref.kind, ownerNamespace, ref.name, ref.uid));
+  }
+  return classified;
+}
+
+async function deleteObject(
+  ctx: GcContext,
+  resource: ResourceInfo,
+  live: ObjectMeta,
+  policy: DeletionPropagation,
+  unblock: boolean,
+  fields: Record<string, unknown>,
+): Promise<ProcessResult> {
+  if (ctx.dryRun) {
+    ctx.log.info('dry run: would delete', { ...fields, propagationPolicy: policy });
+    ctx.metrics?.deletion?.(groupResource(resource), policy, true);
+    return done;
+  }
+  if (unblock && !(await ctx.api.unblockOwnerReferences(resource, live))) return done;
+  let outcome = await ctx.api.delete(resource, live, policy, !unblock);
+  if (outcome === 'conflict') {
+    // Changed since the read. Retry without resourceVersion only if the owner
+    // references are unchanged (upstream #114603); otherwise decide again.
+    const fresh = await ctx.api.getMeta(resource, live.namespace, live.name);
+    if (!fresh || fresh.uid !== live.uid) return done;
+    if (!sameOwnerReferences(fresh.ownerReferences, live.ownerReferences)) {
+      ctx.enqueueDelete(live.uid);
+      return done;
+    }
+    outcome = await ctx.api.delete(resource, fresh, policy, false);
+    if (outcome === 'conflict') return requeue();
+  }
+  if (outcome === 'deleted') {
+    ctx.log.info('deleted', { ...fields, propagationPolicy: policy });
+    ctx.metrics?.deletion?.(groupResource(resource), policy, false);
+  }
+  return done;
+}
+
+/** An owner in foreground deletion: finish it when no blocking dependent is left. */
+async function processDeletingDependents(
+  ctx: GcContext,
+  snap: NodeSnapshot,
+  resource: ResourceInfo,
+  live: ObjectMeta,
+): Promise<ProcessResult> {
+  const d = decideDeletingDependents(snap.dependents);
+  if (d.action === 'waitForDependents') {
+    for (const dep of d.queue) ctx.enqueueDelete(dep);
+    return done;
+  }
+  if (ctx.dryRun) {
+    ctx.log.info('dry run: would remove the foregroundDeletion finalizer', {
+      resource: groupResource(resource),
+      namespace: live.namespace ?? '',
+      name: live.name,
+      uid: live.uid,
+    });
+    return done;
+  }
+  await ctx.api.removeFinalizer(
+    resource,
+    live.namespace,
+    live.name,
+    live.uid,
+    FOREGROUND_FINALIZER,
+  );
+  ctx.log.info('foreground deletion finished: removed the foregroundDeletion finalizer', {
+    resource: groupResource(resource),
+    namespace: live.namespace ?? '',
+    name: live.name,
+    uid: live.uid,
+  });
+  return done;
+}

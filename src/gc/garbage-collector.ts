@@ -1,0 +1,265 @@
+// Wires the owner-reference GC together: periodic discovery → one metadata
+// informer per deletable resource → the propagator (single graph writer) →
+// the attempt-to-delete / attempt-to-orphan work queues → the workers.
+import type { KubeClient } from '../api/client.ts';
+import { discover } from '../api/discovery.ts';
+import {
+  RestMapper,
+  groupResource,
+  isDeletable,
+  normaliseGroupResource,
+  type ResourceInfo,
+} from '../api/resources.ts';
+import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
+import { OwnershipGraph } from '../graph/graph.ts';
+import { Propagator, type GraphChangeMetrics } from '../graph/propagator.ts';
+import { MetadataInformer, type InformerOptions } from '../informers/metadata-informer.ts';
+import type { Logger } from '../log.ts';
+import { WorkQueue, type WorkQueueMetrics } from '../queue/workqueue.ts';
+import {
+  attemptToDelete,
+  UnresolvableKindError,
+  type GcContext,
+  type GcMetricsHooks,
+} from './attempt-to-delete.ts';
+import { attemptToOrphan } from './attempt-to-orphan.ts';
+import { GcApi } from './operations.ts';
+
+export const DEFAULT_IGNORED_RESOURCES = ['events', 'events.events.k8s.io'];
+
+export interface GarbageCollectorOptions {
+  workers: number;
+  orphanWorkers: number;
+  discoveryPeriodMs: number;
+  /** group-resources (`resource.group`) never watched, added to the defaults. */
+  ignoredResources: string[];
+  dryRun: boolean;
+  /** Workers start when every informer has listed once, or after this long. */
+  initialSyncTimeoutMs: number;
+  informer?: Partial<InformerOptions>;
+}
+
+export const DEFAULT_GC_OPTIONS: GarbageCollectorOptions = {
+  workers: 20,
+  orphanWorkers: 20,
+  discoveryPeriodMs: 30_000,
+  ignoredResources: [],
+  dryRun: false,
+  initialSyncTimeoutMs: 30_000,
+};
+
+export interface GarbageCollectorMetrics extends GcMetricsHooks {
+  workqueue?: WorkQueueMetrics;
+  graphChanges?: GraphChangeMetrics;
+  discoveryError?(group: string): void;
+}
+
+export class GarbageCollector {
+  readonly graph = new OwnershipGraph();
+  readonly absent = new AbsentOwnerCache(4096);
+  readonly propagator: Propagator;
+  readonly deleteQueue: WorkQueue;
+  readonly orphanQueue: WorkQueue;
+  readonly informers = new Map<string, MetadataInformer>();
+  private readonly client: KubeClient;
+  private readonly log: Logger;
+  private readonly opts: GarbageCollectorOptions;
+  private readonly ignored: Set<string>;
+  private mapper = new RestMapper([]);
+  private all: ResourceInfo[] = [];
+  private preferred: ResourceInfo[] = [];
+  private discoveryTimer: NodeJS.Timeout | undefined;
+  private discovering: Promise<void> | undefined;
+  private stopped = false;
+  /** Initial sync finished (or timed out) and the workers run. */
+  started = false;
+  lastDiscoveryError: string | undefined;
+
+  constructor(
+    client: KubeClient,
+    log: Logger,
+    opts: Partial<GarbageCollectorOptions> = {},
+    metrics: GarbageCollectorMetrics = {},
+  ) {
+    this.client = client;
+    this.log = log;
+    this.opts = { ...DEFAULT_GC_OPTIONS, ...opts };
+    this.ignored = new Set(
+      [...DEFAULT_IGNORED_RESOURCES, ...this.opts.ignoredResources].map(normaliseGroupResource),
+    );
+    this.metrics = metrics;
+    const onError = (queue: string) => (key: string, error: unknown, retries: number) => {
+      const fields = {
+        queue,
+        uid: key,
+        retries,
+        error: error instanceof Error ? error.message : String(error),
+      };
+      if (error instanceof UnresolvableKindError) this.log.warn('cannot decide yet', fields);
+      else this.log.error('processing failed; will retry with backoff', fields);
+    };
+    this.deleteQueue = new WorkQueue({
+      name: 'garbage_collector_attempt_to_delete',
+      concurrency: this.opts.workers,
+      process: (uid) => attemptToDelete(this.ctx, uid),
+      metrics: metrics.workqueue,
+      onError: onError('attempt_to_delete'),
+    });
+    this.orphanQueue = new WorkQueue({
+      name: 'garbage_collector_attempt_to_orphan',
+      concurrency: this.opts.orphanWorkers,
+      process: (uid) => attemptToOrphan(this.ctx, uid),
+      metrics: metrics.workqueue,
+      onError: onError('attempt_to_orphan'),
+    });
+    this.propagator = new Propagator(
+      this.graph,
+      this.absent,
+      {
+        attemptToDelete: (uid) => this.deleteQueue.add(uid),
+        attemptToDeleteRateLimited: (uid) => this.deleteQueue.addRateLimited(uid),
+        attemptToOrphan: (uid) => this.orphanQueue.add(uid),
+      },
+      log,
+      metrics.graphChanges,
+    );
+    this.ctx = {
+      api: new GcApi(client),
+      graph: this.graph,
+      absent: this.absent,
+      mapper: () => this.mapper,
+      pushGraphEvent: (e) => this.propagator.push(e),
+      enqueueDelete: (uid) => this.deleteQueue.add(uid),
+      log,
+      dryRun: this.opts.dryRun,
+      metrics,
+    };
+  }
+
+  private readonly metrics: GarbageCollectorMetrics;
+  private readonly ctx: GcContext;
+
+  /** Discovers, starts the informers, waits (bounded) for their first lists, then starts the workers. */
+  async start(): Promise<void> {
+    // Never start from an empty discovery: retry until the server tells us something.
+    for (let delay = 1000; !this.stopped; delay = Math.min(delay * 2, 30_000)) {
+      await this.runDiscovery();
+      if (this.informers.size > 0) break;
+      this.log.warn('discovery found no deletable resources yet; retrying', {
+        retryInMs: delay,
+        error: this.lastDiscoveryError,
+      });
+      await new Promise((r) => setTimeout(r, delay));
+    }
+    if (this.stopped) return;
+    this.discoveryTimer = setInterval(() => void this.runDiscovery(), this.opts.discoveryPeriodMs);
+    this.discoveryTimer.unref();
+
+    const synced = Promise.all([...this.informers.values()].map((i) => i.waitForSync()));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((r) => {
+      timer = setTimeout(() => r(true), this.opts.initialSyncTimeoutMs);
+    });
+    const late = await Promise.race([synced.then(() => false), timedOut]);
+    clearTimeout(timer);
+    if (late) {
+      const unsynced = [...this.informers.values()]
+        .filter((i) => !i.synced)
+        .map((i) => groupResource(i.resource));
+      this.log.warn(
+        'starting before every informer synced; decisions use live reads, so this is safe',
+        { unsynced },
+      );
+    }
+    await this.propagator.onIdle();
+    if (this.stopped) return;
+    this.deleteQueue.start();
+    this.orphanQueue.start();
+    this.started = true;
+    this.log.info('garbage collector started', {
+      resources: this.informers.size,
+      objects: this.graph.order,
+      workers: this.opts.workers,
+      dryRun: this.opts.dryRun,
+    });
+  }
+
+  /** One discovery round; concurrent calls share it. */
+  runDiscovery(): Promise<void> {
+    this.discovering ??= this.discoverOnce().finally(() => {
+      this.discovering = undefined;
+    });
+    return this.discovering;
+  }
+
+  private async discoverOnce(): Promise<void> {
+    let res;
+    try {
+      res = await discover(this.client);
+    } catch (err) {
+      this.lastDiscoveryError = (err as Error).message;
+      this.log.warn('discovery failed; keeping the current resources', {
+        error: this.lastDiscoveryError,
+      });
+      this.metrics.discoveryError?.('*');
+      return;
+    }
+    if (res.all.length === 0) {
+      this.lastDiscoveryError = 'discovery returned no resources';
+      this.log.warn('discovery returned nothing; keeping the current resources');
+      return;
+    }
+    const failed = new Set(res.failedGroups);
+    for (const g of failed) this.metrics.discoveryError?.(g);
+    if (failed.size > 0)
+      this.log.warn('discovery failed for some groups; keeping what was known of them', {
+        groups: [...failed],
+      });
+    // Keep what we knew of groups that failed this round.
+    const keep = (r: ResourceInfo): boolean =>
+      failed.has(r.group) || (failed.has('*') && r.group !== '');
+    this.all = [...res.all, ...this.all.filter(keep)];
+    this.preferred = [...res.preferred, ...this.preferred.filter(keep)];
+    this.mapper = new RestMapper(this.all);
+    this.lastDiscoveryError = undefined;
+
+    const desired = new Map<string, ResourceInfo>();
+    for (const r of this.preferred) {
+      const key = groupResource(r);
+      if (isDeletable(r) && !this.ignored.has(key) && !desired.has(key)) desired.set(key, r);
+    }
+    for (const [key, informer] of this.informers) {
+      const want = desired.get(key);
+      if (!want || want.version !== informer.resource.version) {
+        this.informers.delete(key);
+        await informer.stop();
+        this.log.info('stopped watching', { resource: key, version: informer.resource.version });
+      }
+    }
+    for (const [key, r] of desired) {
+      if (this.informers.has(key) || this.stopped) continue;
+      const informer = new MetadataInformer(
+        this.client,
+        r,
+        (e) => this.propagator.push(e),
+        this.log,
+        this.opts.informer,
+      );
+      this.informers.set(key, informer);
+      informer.start();
+      if (this.started) this.log.info('started watching', { resource: key, version: r.version });
+    }
+  }
+
+  get synced(): boolean {
+    return this.started;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.discoveryTimer) clearInterval(this.discoveryTimer);
+    await this.discovering;
+    await Promise.all([...this.informers.values()].map((i) => i.stop()));
+    await Promise.all([this.deleteQueue.shutDown(), this.orphanQueue.shutDown()]);
+  }
+}

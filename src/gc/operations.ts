@@ -1,0 +1,186 @@
+// The API calls that carry decisions out: metadata reads, guarded deletes and
+// owner-reference / finalizer patches. Every write is guarded: DELETE carries
+// UID (and resourceVersion) preconditions, JSON merge patches carry the
+// resourceVersion they were computed from.
+import {
+  ApiError,
+  METADATA_ACCEPT,
+  isConflict,
+  isNotFound,
+  type KubeClient,
+} from '../api/client.ts';
+import { objectPath, type ObjectMeta, type ResourceInfo } from '../api/resources.ts';
+import { trimMeta } from '../informers/metadata-informer.ts';
+import type { DeletionPropagation } from './decide.ts';
+
+export class GcApi {
+  readonly client: KubeClient;
+  constructor(client: KubeClient) {
+    this.client = client;
+  }
+
+  /** Live metadata of one object, or undefined if it does not exist. */
+  async getMeta(
+    r: ResourceInfo,
+    namespace: string | undefined,
+    name: string,
+  ): Promise<ObjectMeta | undefined> {
+    try {
+      const obj = await this.client.request<{ metadata?: Parameters<typeof trimMeta>[0] }>(
+        'GET',
+        objectPath(r, namespace, name),
+        { accept: METADATA_ACCEPT, verb: 'GET' },
+      );
+      return trimMeta(obj.metadata);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * DELETE with preconditions. Returns 'deleted', 'gone' (404) or 'conflict'
+   * (409: the object changed since it was read).
+   */
+  async delete(
+    r: ResourceInfo,
+    meta: ObjectMeta,
+    policy: DeletionPropagation,
+    withResourceVersion: boolean,
+  ): Promise<'deleted' | 'gone' | 'conflict'> {
+    const preconditions: { uid: string; resourceVersion?: string } = { uid: meta.uid };
+    if (withResourceVersion && meta.resourceVersion)
+      preconditions.resourceVersion = meta.resourceVersion;
+    try {
+      await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
+        body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: policy, preconditions },
+        verb: 'DELETE',
+      });
+      return 'deleted';
+    } catch (err) {
+      if (isNotFound(err)) return 'gone';
+      if (isConflict(err)) return 'conflict';
+      throw err;
+    }
+  }
+
+  /**
+   * Removes the owner references with these UIDs and nothing else. Strategic
+   * merge patch (a `$patch: delete` per UID, guarded by the object's UID); for
+   * custom resources, which do not support it (415), a JSON merge patch of the
+   * filtered list guarded by resourceVersion. Returns false if the object is gone.
+   */
+  async removeOwnerReferences(
+    r: ResourceInfo,
+    meta: ObjectMeta,
+    uids: readonly string[],
+  ): Promise<boolean> {
+    const path = objectPath(r, meta.namespace, meta.name);
+    try {
+      await this.client.request('PATCH', path, {
+        contentType: 'application/strategic-merge-patch+json',
+        body: {
+          metadata: {
+            ownerReferences: uids.map((uid) => ({ $patch: 'delete', uid })),
+            uid: meta.uid,
+          },
+        },
+        accept: METADATA_ACCEPT,
+        verb: 'PATCH',
+      });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      if (!(err instanceof ApiError && err.status === 415)) throw err;
+    }
+    return this.mergePatchOwnerReferences(r, meta, (refs) =>
+      refs.filter((o) => !uids.includes(o.uid)),
+    );
+  }
+
+  /** Sets blockOwnerDeletion=false on all of the object's owner references (breaks foreground cycles). */
+  async unblockOwnerReferences(r: ResourceInfo, meta: ObjectMeta): Promise<boolean> {
+    return this.mergePatchOwnerReferences(r, meta, (refs) =>
+      refs.map((o) => (o.blockOwnerDeletion ? { ...o, blockOwnerDeletion: false } : o)),
+    );
+  }
+
+  private async mergePatchOwnerReferences(
+    r: ResourceInfo,
+    meta: ObjectMeta,
+    change: (
+      refs: NonNullable<ObjectMeta['ownerReferences']>,
+    ) => NonNullable<ObjectMeta['ownerReferences']>,
+  ): Promise<boolean> {
+    let current: ObjectMeta | undefined = meta;
+    for (let attempt = 0; attempt < 5 && current; attempt++) {
+      try {
+        await this.client.request('PATCH', objectPath(r, current.namespace, current.name), {
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              uid: current.uid,
+              resourceVersion: current.resourceVersion,
+              ownerReferences: change(current.ownerReferences ?? []),
+            },
+          },
+          accept: METADATA_ACCEPT,
+          verb: 'PATCH',
+        });
+        return true;
+      } catch (err) {
+        if (isNotFound(err)) return false;
+        if (!isConflict(err)) throw err;
+        const fresh: ObjectMeta | undefined = await this.getMeta(
+          r,
+          current.namespace,
+          current.name,
+        );
+        current = fresh?.uid === meta.uid ? fresh : undefined;
+      }
+    }
+    if (current)
+      throw new Error(
+        `ownerReferences of ${meta.namespace ?? ''}/${meta.name} kept changing; will retry`,
+      );
+    return false;
+  }
+
+  /**
+   * Removes one finalizer: read, JSON merge patch of the finalizers with the
+   * resourceVersion read, retried on conflict. 404 (or another UID) counts as done.
+   */
+  async removeFinalizer(
+    r: ResourceInfo,
+    namespace: string | undefined,
+    name: string,
+    uid: string,
+    finalizer: string,
+  ): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const meta = await this.getMeta(r, namespace, name);
+      if (!meta || meta.uid !== uid || !meta.finalizers?.includes(finalizer)) return;
+      try {
+        await this.client.request('PATCH', objectPath(r, namespace, name), {
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              uid,
+              resourceVersion: meta.resourceVersion,
+              finalizers: meta.finalizers.filter((f) => f !== finalizer),
+            },
+          },
+          accept: METADATA_ACCEPT,
+          verb: 'PATCH',
+        });
+        return;
+      } catch (err) {
+        if (isNotFound(err)) return;
+        if (!isConflict(err)) throw err;
+      }
+    }
+    throw new Error(
+      `finalizer ${finalizer} of ${namespace ?? ''}/${name}: conflicts on every attempt; will retry`,
+    );
+  }
+}

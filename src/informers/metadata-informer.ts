@@ -1,0 +1,288 @@
+// A metadata-only informer for one resource: paginated LIST, then WATCH from
+// the list's resourceVersion with bookmarks; resumes after stream ends,
+// re-LISTs on 410 Gone, reconnects with backoff on errors and restarts a
+// stream that has gone silent. It keeps no objects: only the set of UIDs it
+// has reported, so that a re-LIST can report what vanished meanwhile.
+import { ApiError, METADATA_ACCEPT, METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
+import {
+  collectionPath,
+  type ObjectMeta,
+  type OwnerReference,
+  type ResourceInfo,
+} from '../api/resources.ts';
+import type { Logger } from '../log.ts';
+
+export type InformerEvent =
+  | { type: 'upsert'; resource: ResourceInfo; meta: ObjectMeta }
+  | { type: 'delete'; resource: ResourceInfo; meta: ObjectMeta };
+
+export interface InformerOptions {
+  pageSize: number;
+  /** Server-side watch timeout range; each watch picks a random value in it (as client-go does). */
+  minWatchTimeoutSec: number;
+  /** A stream silent this long past its timeout is restarted. */
+  watchdogGraceMs: number;
+  maxBackoffMs: number;
+}
+
+export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
+  pageSize: 500,
+  minWatchTimeoutSec: 300,
+  watchdogGraceMs: 60_000,
+  maxBackoffMs: 10_000,
+};
+
+class GoneError extends Error {}
+
+interface RawMeta {
+  uid?: string;
+  name?: string;
+  namespace?: string;
+  resourceVersion?: string;
+  deletionTimestamp?: string;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+}
+
+/** Keeps only the fields the GC needs (drops labels, annotations, managedFields...). */
+export function trimMeta(m: RawMeta | undefined): ObjectMeta | undefined {
+  if (!m?.uid || m.name === undefined) return undefined;
+  const out: ObjectMeta = { uid: m.uid, name: m.name };
+  if (m.namespace) out.namespace = m.namespace;
+  if (m.resourceVersion) out.resourceVersion = m.resourceVersion;
+  if (m.deletionTimestamp) out.deletionTimestamp = m.deletionTimestamp;
+  if (m.finalizers?.length) out.finalizers = m.finalizers;
+  if (m.ownerReferences?.length) out.ownerReferences = m.ownerReferences;
+  return out;
+}
+
+export class MetadataInformer {
+  readonly resource: ResourceInfo;
+  private readonly client: KubeClient;
+  private readonly sink: (e: InformerEvent) => void;
+  private readonly log: Logger;
+  private readonly opts: InformerOptions;
+  private known = new Set<string>();
+  private resourceVersion: string | undefined;
+  private running = false;
+  private abort: AbortController | undefined;
+  private loop: Promise<void> | undefined;
+  private syncedOnce = false;
+  private syncWaiters: (() => void)[] = [];
+  /** Last time anything arrived on the stream (or a list finished); for the watchdog and health. */
+  lastActivity = Date.now();
+  /** Consecutive failures of list/watch; 0 while healthy. */
+  failures = 0;
+  lastError: string | undefined;
+
+  constructor(
+    client: KubeClient,
+    resource: ResourceInfo,
+    sink: (e: InformerEvent) => void,
+    log: Logger,
+    opts: Partial<InformerOptions> = {},
+  ) {
+    this.client = client;
+    this.resource = resource;
+    this.sink = sink;
+    this.log = log;
+    this.opts = { ...DEFAULT_INFORMER_OPTIONS, ...opts };
+  }
+
+  get synced(): boolean {
+    return this.syncedOnce;
+  }
+
+  /** Resolves once the first LIST has been delivered. */
+  waitForSync(): Promise<void> {
+    if (this.syncedOnce) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.abort?.abort();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    let backoff = 250;
+    while (this.running) {
+      try {
+        if (this.resourceVersion === undefined) this.resourceVersion = await this.list();
+        const started = Date.now();
+        await this.watch(this.resourceVersion);
+        this.failures = 0;
+        // A stream that ends at once, again and again, must not become a hot loop.
+        if (Date.now() - started < 1000 && this.running) {
+          await this.pause(backoff);
+          backoff = Math.min(backoff * 2, this.opts.maxBackoffMs);
+        } else backoff = 250;
+      } catch (err) {
+        if (!this.running) break;
+        if (err instanceof GoneError) {
+          this.log.info('watch expired (410 Gone); listing again', {
+            resource: this.resource.resource,
+            group: this.resource.group,
+          });
+          this.resourceVersion = undefined;
+          continue;
+        }
+        this.failures++;
+        this.lastError = (err as Error).message;
+        this.log.warn('list/watch failed; retrying', {
+          resource: this.resource.resource,
+          group: this.resource.group,
+          error: this.lastError,
+          retryInMs: backoff,
+        });
+        await this.pause(backoff);
+        backoff = Math.min(backoff * 2, this.opts.maxBackoffMs);
+      }
+    }
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms * (0.8 + Math.random() * 0.4));
+      this.abort = new AbortController();
+      this.abort.signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  /** A full, paginated, metadata-only LIST; reports upserts and the deletes it implies. */
+  private async list(): Promise<string> {
+    const path = collectionPath(this.resource);
+    const seen = new Set<string>();
+    let cont: string | undefined;
+    let rv = '';
+    do {
+      let page: {
+        metadata?: { resourceVersion?: string; continue?: string };
+        items?: { metadata?: RawMeta }[];
+      };
+      try {
+        page = await this.client.request('GET', path, {
+          accept: METADATA_LIST_ACCEPT,
+          query: { limit: this.opts.pageSize, continue: cont },
+          verb: 'LIST',
+        });
+      } catch (err) {
+        // An expired continue token: start the list again from the top.
+        if (err instanceof ApiError && err.status === 410 && cont) {
+          cont = undefined;
+          seen.clear();
+          continue;
+        }
+        throw err;
+      }
+      if (!this.running) return rv;
+      for (const item of page.items ?? []) {
+        const meta = trimMeta(item.metadata);
+        if (!meta) continue;
+        seen.add(meta.uid);
+        this.sink({ type: 'upsert', resource: this.resource, meta });
+      }
+      rv = page.metadata?.resourceVersion ?? rv;
+      cont = page.metadata?.continue || undefined;
+    } while (cont);
+    for (const uid of this.known) {
+      if (!seen.has(uid))
+        this.sink({ type: 'delete', resource: this.resource, meta: { uid, name: '' } });
+    }
+    this.known = seen;
+    this.lastActivity = Date.now();
+    if (!this.syncedOnce) {
+      this.syncedOnce = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+    return rv;
+  }
+
+  private async watch(fromVersion: string): Promise<void> {
+    const timeoutSec = Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random()));
+    const abort = new AbortController();
+    this.abort = abort;
+    this.lastActivity = Date.now();
+    // Restart a stream that has said nothing (not even a bookmark) well past its timeout.
+    const watchdog = setInterval(
+      () => {
+        if (Date.now() - this.lastActivity > timeoutSec * 1000 + this.opts.watchdogGraceMs) {
+          this.log.warn('watch stream silent; restarting it', {
+            resource: this.resource.resource,
+            group: this.resource.group,
+          });
+          abort.abort();
+        }
+      },
+      Math.min(this.opts.watchdogGraceMs, 30_000),
+    );
+    watchdog.unref();
+    let gone = false;
+    try {
+      await this.client.stream(
+        collectionPath(this.resource),
+        {
+          accept: METADATA_ACCEPT,
+          query: {
+            watch: true,
+            allowWatchBookmarks: true,
+            resourceVersion: fromVersion,
+            timeoutSeconds: timeoutSec,
+          },
+          signal: abort.signal,
+        },
+        (line) => {
+          this.lastActivity = Date.now();
+          if (gone) return;
+          const ev = JSON.parse(line) as {
+            type: string;
+            object?: { metadata?: RawMeta; code?: number; message?: string };
+          };
+          const obj = ev.object;
+          switch (ev.type) {
+            case 'ADDED':
+            case 'MODIFIED':
+            case 'DELETED': {
+              const meta = trimMeta(obj?.metadata);
+              if (!meta) return;
+              if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
+              if (ev.type === 'DELETED') this.known.delete(meta.uid);
+              else this.known.add(meta.uid);
+              this.sink({
+                type: ev.type === 'DELETED' ? 'delete' : 'upsert',
+                resource: this.resource,
+                meta,
+              });
+              return;
+            }
+            case 'BOOKMARK':
+              if (obj?.metadata?.resourceVersion)
+                this.resourceVersion = obj.metadata.resourceVersion;
+              return;
+            case 'ERROR':
+              if (obj?.code === 410) gone = true;
+              else this.lastError = obj?.message;
+              abort.abort();
+              return;
+          }
+        },
+      );
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 410) throw new GoneError();
+      throw err;
+    } finally {
+      clearInterval(watchdog);
+    }
+    if (gone) throw new GoneError();
+  }
+}

@@ -1,0 +1,479 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ItemExponentialFailureRateLimiter, type RateLimiter } from './rate-limiter.ts';
+import {
+  done,
+  failed,
+  requeue,
+  retryAfter,
+  WorkQueue,
+  type ProcessResult,
+  type WorkQueueOptions,
+} from './workqueue.ts';
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve: () => void;
+}
+
+function deferred(): Deferred {
+  let resolve: () => void = () => undefined;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** Lets pending promise callbacks and p-queue dispatch run. */
+const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await settle();
+}
+
+function queue(
+  process: (key: string) => Promise<ProcessResult>,
+  opts: Partial<WorkQueueOptions> = {},
+): WorkQueue {
+  return new WorkQueue({
+    name: 'test',
+    concurrency: 1,
+    process,
+    // Tiny backoff so retry tests run in milliseconds.
+    rateLimiter: new ItemExponentialFailureRateLimiter(1, 20),
+    onError: () => undefined,
+    ...opts,
+  });
+}
+
+/** Records calls and the peak number of concurrent runs, overall and per key. */
+function recorder(body: (key: string, attempt: number) => Promise<ProcessResult> | ProcessResult) {
+  const calls: string[] = [];
+  const inFlight = new Map<string, number>();
+  let running = 0;
+  let maxRunning = 0;
+  let maxPerKey = 0;
+  const process = async (key: string): Promise<ProcessResult> => {
+    calls.push(key);
+    const attempt = calls.filter((k) => k === key).length;
+    running++;
+    maxRunning = Math.max(maxRunning, running);
+    const n = (inFlight.get(key) ?? 0) + 1;
+    inFlight.set(key, n);
+    maxPerKey = Math.max(maxPerKey, n);
+    try {
+      return await body(key, attempt);
+    } finally {
+      running--;
+      inFlight.set(key, n - 1);
+    }
+  };
+  return {
+    process,
+    calls,
+    get maxRunning() {
+      return maxRunning;
+    },
+    get maxPerKey() {
+      return maxPerKey;
+    },
+  };
+}
+
+describe('WorkQueue ordering and de-duplication', () => {
+  test('processes distinct keys FIFO with concurrency 1', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process);
+    const keys = ['e', 'a', 'd', 'b', 'c'];
+    for (const k of keys) q.add(k);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(keys);
+  });
+
+  test('nothing runs before start(); keys added earlier are kept in order', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process);
+    q.add('x');
+    q.add('y');
+    await sleep(5);
+    expect(r.calls).toEqual([]);
+    expect(q.depth).toBe(2);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(['x', 'y']);
+  });
+
+  test('adding a key that is already waiting is a no-op', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process);
+    for (const k of ['a', 'b', 'a', 'a', 'b', 'c']) q.add(k);
+    expect(q.depth).toBe(3);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(['a', 'b', 'c']);
+  });
+
+  test('a key re-added while in flight runs exactly once more, after, never concurrently', async () => {
+    const gate = deferred();
+    const r = recorder(async (key, attempt) => {
+      if (key === 'a' && attempt === 1) await gate.promise;
+      return done;
+    });
+    const q = queue(r.process, { concurrency: 4 });
+    q.start();
+    q.add('a');
+    await until(() => q.processingCount === 1);
+    for (let i = 0; i < 5; i++) q.add('a');
+    q.add('b');
+    await until(() => r.calls.includes('b'));
+    // Free workers must not pick up 'a' while it is still being processed.
+    expect(r.calls.filter((k) => k === 'a')).toHaveLength(1);
+    expect(q.depth).toBe(0);
+    gate.resolve();
+    await q.onIdle();
+    expect(r.calls.filter((k) => k === 'a')).toHaveLength(2);
+    expect(r.maxPerKey).toBe(1);
+  });
+
+  test('never runs one key on two workers under churn', async () => {
+    const r = recorder(async () => {
+      await sleep(1);
+      return done;
+    });
+    const q = queue(r.process, { concurrency: 8 });
+    q.start();
+    for (let round = 0; round < 20; round++) {
+      for (const k of ['a', 'b', 'c', 'd']) q.add(k);
+      await sleep(0);
+    }
+    await q.onIdle();
+    expect(r.maxPerKey).toBe(1);
+    expect(r.maxRunning).toBeLessThanOrEqual(4);
+  });
+});
+
+describe('WorkQueue concurrency', () => {
+  test.each([1, 3, 7])(
+    'runs at most %d keys at once, and that many when there is work',
+    async (n) => {
+      const r = recorder(async () => {
+        await sleep(2);
+        return done;
+      });
+      const q = queue(r.process, { concurrency: n });
+      for (let i = 0; i < 40; i++) q.add(`k${i}`);
+      q.start();
+      await q.onIdle();
+      expect(r.calls).toHaveLength(40);
+      expect(r.maxRunning).toBe(n);
+    },
+  );
+
+  test('drains 200,000 keys in order (dequeue is O(1), compaction keeps FIFO)', async () => {
+    let count = 0;
+    let outOfOrder = 0;
+    const q = queue(
+      async (key) => {
+        // Workers start keys in queue order even with concurrency > 1.
+        if (key !== `ns/pod-${count}`) outOfOrder++;
+        count++;
+        return done;
+      },
+      { concurrency: 16 },
+    );
+    const n = 200_000;
+    for (let i = 0; i < n; i++) q.add(`ns/pod-${i}`);
+    expect(q.depth).toBe(n);
+    q.start();
+    await q.onIdle();
+    expect(count).toBe(n);
+    expect(outOfOrder).toBe(0);
+    expect(q.depth).toBe(0);
+  });
+});
+
+describe('WorkQueue retries', () => {
+  test('errors and exceptions back off per key, are reported, and done forgets', async () => {
+    const seen: number[] = [];
+    const errors: [string, unknown, number][] = [];
+    const boom = new Error('boom');
+    const process = async (key: string): Promise<ProcessResult> => {
+      seen.push(q.numRequeues(key));
+      if (seen.length === 1) return failed('first');
+      if (seen.length <= 3) throw boom;
+      return done;
+    };
+    const limiter = new ItemExponentialFailureRateLimiter(1, 20);
+    const delays: number[] = [];
+    const spy: RateLimiter = {
+      when: (key) => {
+        const d = limiter.when(key);
+        delays.push(d);
+        return d;
+      },
+      forget: (key) => limiter.forget(key),
+      numRequeues: (key) => limiter.numRequeues(key),
+    };
+    const q = queue(process, {
+      rateLimiter: spy,
+      onError: (key, error, retries) => errors.push([key, error, retries]),
+    });
+    q.add('a');
+    q.start();
+    await until(() => seen.length === 4);
+    await q.onIdle();
+    expect(seen).toEqual([0, 1, 2, 3]);
+    expect(delays).toEqual([1, 2, 4]);
+    expect(errors).toEqual([
+      ['a', 'first', 0],
+      ['a', boom, 1],
+      ['a', boom, 2],
+    ]);
+    expect(q.numRequeues('a')).toBe(0);
+  });
+
+  test('requeue backs off without reporting an error', async () => {
+    const errors: unknown[] = [];
+    const onError = (_key: string, error: unknown) => errors.push(error);
+    const r = recorder((_key, attempt) => (attempt < 3 ? requeue() : done));
+    const q = queue(r.process, { onError });
+    q.add('a');
+    q.start();
+    await until(() => r.calls.length === 3);
+    await q.onIdle();
+    expect(r.calls).toEqual(['a', 'a', 'a']);
+    expect(errors).toEqual([]);
+  });
+
+  test('the rate limiter history grows while failing', async () => {
+    const requeues: number[] = [];
+    const gate = deferred();
+    const q = queue(async (key) => {
+      requeues.push(q.numRequeues(key));
+      if (requeues.length < 3) return failed(new Error('x'));
+      await gate.promise;
+      return done;
+    });
+    q.add('a');
+    q.start();
+    await until(() => requeues.length === 3);
+    expect(q.numRequeues('a')).toBe(2);
+    gate.resolve();
+    await q.onIdle();
+    expect(q.numRequeues('a')).toBe(0);
+  });
+
+  test('retryAfter forgets the backoff and runs the key again after the delay', async () => {
+    const times: number[] = [];
+    const requeuesAtRetry: number[] = [];
+    const q = queue(async (key) => {
+      times.push(performance.now());
+      requeuesAtRetry.push(q.numRequeues(key));
+      if (times.length === 1) return failed(new Error('x'));
+      if (times.length === 2) return retryAfter(30);
+      return done;
+    });
+    q.add('a');
+    q.start();
+    await until(() => times.length === 2);
+    await until(() => q.delayedCount === 1);
+    expect(q.numRequeues('a')).toBe(0);
+    await q.onIdle();
+    expect(times).toHaveLength(3);
+    expect(requeuesAtRetry).toEqual([0, 1, 0]);
+    // Timers can fire up to a millisecond early by rounding.
+    expect((times[2] ?? 0) - (times[1] ?? 0)).toBeGreaterThanOrEqual(29);
+  });
+});
+
+describe('WorkQueue.addAfter', () => {
+  test('keeps only the earliest of several pending delays for a key', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process);
+    q.start();
+    q.addAfter('a', 60_000);
+    q.addAfter('a', 5);
+    q.addAfter('a', 30_000);
+    q.addAfter('b', 5);
+    q.addAfter('b', 60_000);
+    expect(q.delayedCount).toBe(2);
+    expect(q.depth).toBe(0);
+    // Were a 30 s or 60 s timer kept, this would time out.
+    await q.onIdle();
+    expect(r.calls.sort()).toEqual(['a', 'b']);
+    expect(q.delayedCount).toBe(0);
+  });
+
+  test('a delay of zero or less adds at once', () => {
+    const q = queue(async () => done);
+    q.addAfter('a', 0);
+    q.addAfter('b', -5);
+    expect(q.depth).toBe(2);
+    expect(q.delayedCount).toBe(0);
+  });
+
+  test('pending timers do not keep the process alive', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((t) => t === 'Timeout').length;
+    const q = queue(async () => done);
+    const before = timers();
+    q.addAfter('a', 60_000);
+    expect(q.delayedCount).toBe(1);
+    expect(timers()).toBe(before);
+    await q.shutDown();
+  });
+
+  test('addRateLimited uses the rate limiter delay', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process, { rateLimiter: new ItemExponentialFailureRateLimiter(60_000) });
+    q.start();
+    q.addRateLimited('a');
+    expect(q.delayedCount).toBe(1);
+    expect(q.numRequeues('a')).toBe(1);
+    await sleep(5);
+    expect(r.calls).toEqual([]);
+    q.forget('a');
+    expect(q.numRequeues('a')).toBe(0);
+    await q.shutDown();
+  });
+});
+
+describe('WorkQueue.shutDown and onIdle', () => {
+  test('waits for in-flight work, drops waiting and delayed keys, ignores later adds', async () => {
+    const gate = deferred();
+    const r = recorder(async (key) => {
+      if (key === 'a') await gate.promise;
+      return key === 'a' ? failed(new Error('late failure')) : done;
+    });
+    const q = queue(r.process);
+    q.add('a');
+    q.add('b');
+    q.addAfter('c', 60_000);
+    q.start();
+    await until(() => q.processingCount === 1);
+
+    let finished = false;
+    const stopping = q.shutDown().then(() => {
+      finished = true;
+    });
+    expect(q.delayedCount).toBe(0);
+    expect(q.depth).toBe(0);
+    q.add('d');
+    q.add('a');
+    q.addAfter('e', 1);
+    q.addRateLimited('f');
+    await sleep(5);
+    expect(finished).toBe(false);
+
+    gate.resolve();
+    await stopping;
+    expect(r.calls).toEqual(['a']);
+    // The failure after shutdown is not requeued.
+    expect(q.delayedCount).toBe(0);
+    expect(q.depth).toBe(0);
+    expect(q.processingCount).toBe(0);
+
+    q.start();
+    q.add('g');
+    await sleep(5);
+    expect(r.calls).toEqual(['a']);
+  });
+
+  test('shutDown of an idle or never-started queue resolves', async () => {
+    const q = queue(async () => done);
+    q.add('a');
+    await q.shutDown();
+    expect(q.depth).toBe(0);
+    await queue(async () => done).shutDown();
+  });
+
+  test('onIdle resolves at once when empty, and waits for delayed keys otherwise', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process);
+    await q.onIdle();
+    q.start();
+    q.addAfter('a', 10);
+    let idle = false;
+    const waiting = q.onIdle().then(() => {
+      idle = true;
+    });
+    await settle();
+    expect(idle).toBe(false);
+    await waiting;
+    expect(r.calls).toEqual(['a']);
+  });
+});
+
+describe('WorkQueue metrics', () => {
+  test('reports adds, depth, retries and durations', async () => {
+    let t = 1000;
+    const now = () => t;
+    const events: string[] = [];
+    const depths: number[] = [];
+    const latencies: number[] = [];
+    const durations: number[] = [];
+    let attempts = 0;
+    const q = queue(
+      async (key) => {
+        attempts++;
+        t += 2000; // each run takes 2 s of fake time
+        return key === 'b' && attempts <= 2 ? requeue() : done;
+      },
+      {
+        name: 'gc',
+        now,
+        rateLimiter: new ItemExponentialFailureRateLimiter(1, 1),
+        metrics: {
+          add: (name) => events.push(`add ${name}`),
+          depth: (_name, d) => depths.push(d),
+          queueLatency: (_name, s) => latencies.push(s),
+          workDuration: (_name, s) => durations.push(s),
+          retry: (name) => events.push(`retry ${name}`),
+        },
+      },
+    );
+    q.add('a');
+    q.add('b');
+    q.add('a'); // no-op, not counted
+    t += 500; // both wait 0.5 s before start
+    q.start();
+    await q.onIdle();
+
+    expect(events).toEqual(['add gc', 'add gc', 'retry gc', 'add gc']);
+    expect(depths).toEqual([1, 2, 1, 0, 1, 0]);
+    // a: 0.5 s; b: 0.5 s + a's 2 s; b again: added by its timer, started at once.
+    expect(latencies).toEqual([0.5, 2.5, 0]);
+    expect(durations).toEqual([2, 2, 2]);
+  });
+
+  test('unfinished work and the longest-running processor', async () => {
+    let t = 0;
+    const gates = new Map([
+      ['a', deferred()],
+      ['b', deferred()],
+    ]);
+    const q = queue(
+      async (key) => {
+        await gates.get(key)?.promise;
+        return done;
+      },
+      { concurrency: 2, now: () => t },
+    );
+    expect(q.unfinishedWorkSeconds()).toBe(0);
+    expect(q.longestRunningProcessorSeconds()).toBe(0);
+    q.start();
+    q.add('a');
+    await until(() => q.processingCount === 1);
+    t = 3000;
+    q.add('b');
+    await until(() => q.processingCount === 2);
+    t = 4000;
+    expect(q.unfinishedWorkSeconds()).toBe(4 + 1);
+    expect(q.longestRunningProcessorSeconds()).toBe(4);
+    gates.get('a')?.resolve();
+    await until(() => q.processingCount === 1);
+    expect(q.longestRunningProcessorSeconds()).toBe(1);
+    gates.get('b')?.resolve();
+    await q.onIdle();
+    expect(q.unfinishedWorkSeconds()).toBe(0);
+  });
+});

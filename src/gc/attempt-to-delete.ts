@@ -63,6 +63,13 @@ export async function attemptToDelete(ctx: GcContext, uid: string): Promise<Proc
   } catch (err) {
     return failed(err);
   }
+  if (resource.namespaced && !snap.namespace) {
+    // A virtual owner of a namespaced kind known only from cluster-scoped
+    // dependents: such references are invalid and cannot be looked up. Each
+    // dependent is decided on its own (and never collected for it).
+    for (const dep of snap.dependents) ctx.enqueueDelete(dep.uid);
+    return done;
+  }
   const namespace = resource.namespaced ? snap.namespace : '';
   const live = await ctx.api.getMeta(resource, namespace, snap.name);
   if (!live || live.uid !== uid) {

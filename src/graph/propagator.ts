@@ -283,7 +283,9 @@ export class Propagator {
     const added = after.filter((r) => !beforeByUid.has(r.uid));
     this.addOwnerEdges(uid, namespace, added);
     for (const r of after) {
-      if (beforeByUid.has(r.uid)) {
+      // An unchanged reference may name an owner whose node is gone (deleted:
+      // its dependents were queued then); there is no edge to update.
+      if (beforeByUid.has(r.uid) && this.graph.has(r.uid)) {
         this.graph.setEdge(r.uid, uid, {
           controller: r.controller === true,
           blockOwnerDeletion: r.blockOwnerDeletion === true,
@@ -371,7 +373,16 @@ export class Propagator {
     // decided now; the node stays, re-verified under another claimed identity.
     if (matching.length > 0) this.absent.add(verifiedKey);
     for (const dep of matching) this.sinks.attemptToDelete(dep);
-    const alt = nonMatching[0];
+    // Cycle through the claimed identities in a fixed order (as upstream's
+    // getAlternateOwnerIdentity does) so that every one of them gets verified.
+    if (identityKey(node) !== verifiedKey) return;
+    const claims = nonMatching
+      .map((d) => ({
+        ...d,
+        key: coordinatesKey(d.ref.apiVersion, d.ref.kind, d.namespace, d.ref.name, d.ref.uid),
+      }))
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const alt = claims.find((cl) => cl.key > verifiedKey) ?? claims[0];
     if (alt) {
       node.apiVersion = alt.ref.apiVersion;
       node.kind = alt.ref.kind;

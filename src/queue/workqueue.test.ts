@@ -103,6 +103,17 @@ describe('WorkQueue ordering and de-duplication', () => {
     expect(r.calls).toEqual(['x', 'y']);
   });
 
+  test('add() on a started queue never runs process() synchronously inside the caller', async () => {
+    const r = recorder(() => done);
+    const q = queue(r.process);
+    q.start();
+    q.add('a');
+    // The caller may still be mid-way through the state change that caused the add.
+    expect(r.calls).toEqual([]);
+    await q.onIdle();
+    expect(r.calls).toEqual(['a']);
+  });
+
   test('adding a key that is already waiting is a no-op', async () => {
     const r = recorder(() => done);
     const q = queue(r.process);

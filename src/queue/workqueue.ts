@@ -272,6 +272,10 @@ export class WorkQueue {
 
   private async work(): Promise<void> {
     try {
+      // p-queue may start a task synchronously inside add(): never run process()
+      // re-entrantly from the caller's add(), whose own state change (e.g. the
+      // propagator's graph write) may not be complete yet.
+      await Promise.resolve();
       for (let next = this.ready.shift(); next !== undefined; next = this.ready.shift()) {
         await this.processOne(next);
       }

@@ -24,6 +24,7 @@ export interface Clients {
   kc: k8s.KubeConfig;
   core: k8s.CoreV1Api;
   apps: k8s.AppsV1Api;
+  rbac: k8s.RbacAuthorizationV1Api;
   objects: k8s.KubernetesObjectApi;
 }
 
@@ -33,6 +34,7 @@ export function clients(cluster: Cluster): Clients {
     kc,
     core: kc.makeApiClient(k8s.CoreV1Api),
     apps: kc.makeApiClient(k8s.AppsV1Api),
+    rbac: kc.makeApiClient(k8s.RbacAuthorizationV1Api),
     objects: k8s.KubernetesObjectApi.makeApiClient(kc),
   };
 }

@@ -1,0 +1,579 @@
+import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
+import { silentLogger } from '../log.ts';
+import { AbsentOwnerCache } from './absent-owner-cache.ts';
+import { coordinatesKey, OwnershipGraph, type Identity } from './graph.ts';
+import { Propagator, type GraphEvent } from './propagator.ts';
+
+const TS = '2024-01-01T00:00:00Z';
+
+const CONFIGMAPS: ResourceInfo = {
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  kind: 'ConfigMap',
+  namespaced: true,
+  verbs: ['list', 'watch', 'delete'],
+};
+
+const REPLICASETS: ResourceInfo = {
+  group: 'apps',
+  version: 'v1',
+  resource: 'replicasets',
+  kind: 'ReplicaSet',
+  namespaced: true,
+  verbs: ['list', 'watch', 'delete'],
+};
+
+const NAMESPACES: ResourceInfo = {
+  group: '',
+  version: 'v1',
+  resource: 'namespaces',
+  kind: 'Namespace',
+  namespaced: false,
+  verbs: ['list', 'watch', 'delete'],
+};
+
+function meta(uid: string, extra: Partial<ObjectMeta> = {}): ObjectMeta {
+  return { uid, name: `cm-${uid}`, namespace: 'ns', ...extra };
+}
+
+/** A reference to the ConfigMap `meta(uid)` describes. */
+function ref(uid: string, extra: Partial<OwnerReference> = {}): OwnerReference {
+  return { apiVersion: 'v1', kind: 'ConfigMap', name: `cm-${uid}`, uid, ...extra };
+}
+
+function upsert(m: ObjectMeta, resource: ResourceInfo = CONFIGMAPS): GraphEvent {
+  return { type: 'upsert', resource, meta: m };
+}
+
+function del(m: ObjectMeta, resource: ResourceInfo = CONFIGMAPS): GraphEvent {
+  return { type: 'delete', resource, meta: m };
+}
+
+function virtualDelete(identity: Identity): GraphEvent {
+  return { type: 'virtualDelete', identity };
+}
+
+function cmIdentity(uid: string, extra: Partial<Identity> = {}): Identity {
+  return { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: `cm-${uid}`, uid, ...extra };
+}
+
+function cmKey(uid: string, namespace = 'ns', name = `cm-${uid}`): string {
+  return coordinatesKey('v1', 'ConfigMap', namespace, name, uid);
+}
+
+function setup(capacity = 100) {
+  const graph = new OwnershipGraph();
+  const absent = new AbsentOwnerCache(capacity);
+  const queued = { del: [] as string[], rateLimited: [] as string[], orphan: [] as string[] };
+  const p = new Propagator(
+    graph,
+    absent,
+    {
+      attemptToDelete: (uid) => queued.del.push(uid),
+      attemptToDeleteRateLimited: (uid) => queued.rateLimited.push(uid),
+      attemptToOrphan: (uid) => queued.orphan.push(uid),
+    },
+    silentLogger,
+  );
+  const apply = (...events: GraphEvent[]): void => {
+    for (const e of events) p.apply(e);
+  };
+  /** Forgets what was queued so far. */
+  const clear = (): void => {
+    queued.del.length = 0;
+    queued.rateLimited.length = 0;
+    queued.orphan.length = 0;
+  };
+  return { graph, absent, queued, p, apply, clear };
+}
+
+describe('virtual owners', () => {
+  test('a dependent whose owner is unseen creates a virtual owner in its namespace and queues it', () => {
+    const { graph, queued, apply } = setup();
+    apply(upsert(meta('d', { namespace: 'dep-ns', ownerReferences: [ref('o')] })));
+
+    expect(graph.get('o')).toEqual({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      namespace: 'dep-ns',
+      name: 'cm-o',
+      uid: 'o',
+      virtual: true,
+      beingDeleted: false,
+      deletingDependents: false,
+      hasOrphanFinalizer: false,
+      hasForegroundFinalizer: false,
+      ownerReferences: [],
+    });
+    expect(graph.get('d')?.virtual).toBe(false);
+    expect(graph.dependents('o')).toEqual(['d']);
+    expect(graph.owners('d')).toEqual(['o']);
+    expect(queued).toEqual({ del: ['o'], rateLimited: [], orphan: [] });
+    expect(graph.countVirtual()).toBe(1);
+  });
+
+  test('a second dependent of the same virtual owner does not queue it again', () => {
+    const { graph, queued, apply } = setup();
+    apply(
+      upsert(meta('d1', { ownerReferences: [ref('o')] })),
+      upsert(meta('d2', { ownerReferences: [ref('o')] })),
+    );
+    expect(queued.del).toEqual(['o']);
+    expect(graph.dependents('o')).toEqual(['d1', 'd2']);
+  });
+
+  test("the owner's own upsert marks it observed; matching dependents are not queued", () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(upsert(meta('d', { ownerReferences: [ref('o')] })));
+    clear();
+    apply(upsert(meta('o', { resourceVersion: '7' })));
+
+    expect(graph.get('o')).toMatchObject({ virtual: false, namespace: 'ns', name: 'cm-o' });
+    expect(graph.countVirtual()).toBe(0);
+    expect(graph.dependents('o')).toEqual(['d']);
+    expect(queued).toEqual({ del: [], rateLimited: [], orphan: [] });
+  });
+
+  test('an owner observed under other coordinates than claimed queues the disagreeing dependents', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('good', { ownerReferences: [ref('o')] })),
+      upsert(meta('bad', { ownerReferences: [ref('o', { name: 'other-name' })] })),
+    );
+    clear();
+    apply(upsert(meta('o')));
+    expect(graph.get('o')).toMatchObject({ virtual: false, name: 'cm-o' });
+    expect(queued.del).toEqual(['bad']);
+  });
+
+  test('an owner observed in another namespace than the dependent (seen after it) queues the dependent', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(upsert(meta('d', { namespace: 'ns', ownerReferences: [ref('o')] })));
+    clear();
+    apply(upsert(meta('o', { namespace: 'elsewhere' })));
+    expect(graph.get('o')).toMatchObject({ virtual: false, namespace: 'elsewhere' });
+    expect(queued.del).toEqual(['d']);
+  });
+
+  test('a cluster-scoped owner of a namespaced dependent is valid: nothing is queued', () => {
+    const { graph, queued, apply, clear } = setup();
+    const nsRef: OwnerReference = { apiVersion: 'v1', kind: 'Namespace', name: 'team', uid: 'n' };
+    apply(upsert(meta('d', { ownerReferences: [nsRef] })));
+    expect(graph.get('n')).toMatchObject({ virtual: true, namespace: 'ns' });
+    clear();
+    apply(upsert({ uid: 'n', name: 'team' }, NAMESPACES));
+    expect(graph.get('n')).toMatchObject({ virtual: false, namespace: '', kind: 'Namespace' });
+    expect(queued.del).toEqual([]);
+  });
+
+  test('a virtual owner nobody references any more is dropped', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('d', { ownerReferences: [ref('o')] })));
+    apply(upsert(meta('d', { ownerReferences: [] })));
+    expect(graph.has('o')).toBe(false);
+    expect(graph.has('d')).toBe(true);
+  });
+});
+
+describe('edges', () => {
+  test('carry controller and blockOwnerDeletion (missing flags are false)', () => {
+    const { graph, apply } = setup();
+    apply(
+      upsert(meta('o1')),
+      upsert(
+        meta('d', {
+          ownerReferences: [
+            ref('o1', { controller: true, blockOwnerDeletion: false }),
+            ref('o2', { blockOwnerDeletion: true }),
+            ref('o3'),
+          ],
+        }),
+      ),
+    );
+    expect(graph.edge('o1', 'd')).toEqual({ controller: true, blockOwnerDeletion: false });
+    expect(graph.edge('o2', 'd')).toEqual({ controller: false, blockOwnerDeletion: true });
+    expect(graph.edge('o3', 'd')).toEqual({ controller: false, blockOwnerDeletion: false });
+    expect(graph.owners('d')).toEqual(['o1', 'o2', 'o3']);
+  });
+
+  test('are updated when a reference changes its flags', () => {
+    const { graph, apply } = setup();
+    apply(
+      upsert(meta('o')),
+      upsert(meta('d', { ownerReferences: [ref('o')] })),
+      upsert(
+        meta('d', { ownerReferences: [ref('o', { controller: true, blockOwnerDeletion: true })] }),
+      ),
+    );
+    expect(graph.edge('o', 'd')).toEqual({ controller: true, blockOwnerDeletion: true });
+  });
+
+  test('an owner observed in another namespace than the dependent (seen before it) gets the dependent queued', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(upsert(meta('o', { namespace: 'elsewhere' })));
+    clear();
+    apply(upsert(meta('d', { namespace: 'ns', ownerReferences: [ref('o')] })));
+    expect(queued.del).toEqual(['d']);
+    expect(graph.dependents('o')).toEqual(['d']);
+  });
+
+  test('a valid reference to an observed owner queues nothing', () => {
+    const { queued, apply, clear } = setup();
+    apply(upsert(meta('o')));
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })));
+    expect(queued).toEqual({ del: [], rateLimited: [], orphan: [] });
+  });
+
+  test('a reference naming an observed owner under another kind queues the dependent', () => {
+    const { queued, apply, clear } = setup();
+    apply(upsert(meta('o')));
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { kind: 'Secret' })] })));
+    expect(queued.del).toEqual(['d']);
+  });
+});
+
+describe('owner reference changes', () => {
+  test('removing a blocking reference drops the edge and queues that owner only', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('o1')),
+      upsert(meta('o2')),
+      upsert(
+        meta('d', {
+          ownerReferences: [ref('o1', { blockOwnerDeletion: true }), ref('o2')],
+        }),
+      ),
+    );
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [] })));
+    expect(graph.edge('o1', 'd')).toBeUndefined();
+    expect(graph.edge('o2', 'd')).toBeUndefined();
+    expect(graph.dependents('o1')).toEqual([]);
+    expect(graph.get('d')?.ownerReferences).toEqual([]);
+    expect(queued).toEqual({ del: ['o1'], rateLimited: [], orphan: [] });
+  });
+
+  test('removing a non-blocking reference queues nothing', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('o1')),
+      upsert(meta('o2')),
+      upsert(meta('d', { ownerReferences: [ref('o1'), ref('o2')] })),
+    );
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o2')] })));
+    expect(graph.owners('d')).toEqual(['o2']);
+    expect(queued.del).toEqual([]);
+  });
+
+  test('blockOwnerDeletion turning false queues the owner; turning true does not', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('o')),
+      upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
+    );
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: false })] })));
+    expect(queued.del).toEqual(['o']);
+    expect(graph.edge('o', 'd')).toEqual({ controller: false, blockOwnerDeletion: false });
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })));
+    expect(queued.del).toEqual([]);
+    expect(graph.edge('o', 'd')).toEqual({ controller: false, blockOwnerDeletion: true });
+  });
+
+  test('an added reference to an unseen owner creates it virtual and queues it', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(upsert(meta('d')));
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o')] })));
+    expect(graph.get('o')?.virtual).toBe(true);
+    expect(queued.del).toEqual(['o']);
+  });
+
+  test('a dependent updated after its owner was deleted keeps being tracked', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })), del(meta('o')));
+    clear();
+    // The user deletes the dependent with Orphan before the GC got to it.
+    apply(
+      upsert(
+        meta('d', { ownerReferences: [ref('o')], deletionTimestamp: TS, finalizers: ['orphan'] }),
+      ),
+    );
+    expect(graph.has('o')).toBe(false);
+    expect(graph.get('d')).toMatchObject({ beingDeleted: true, hasOrphanFinalizer: true });
+    expect(queued.orphan).toEqual(['d']);
+  });
+});
+
+describe('deletion starting with a finalizer', () => {
+  const deleting = (finalizers: string[]): ObjectMeta =>
+    meta('o', { deletionTimestamp: TS, finalizers });
+
+  test('orphan queues attemptToOrphan once; a repeated delete queues it again', () => {
+    const { graph, queued, apply } = setup();
+    apply(upsert(meta('o', { finalizers: ['orphan'] })));
+    // The finalizer alone, without deletionTimestamp, is no deletion.
+    expect(queued.orphan).toEqual([]);
+
+    apply(upsert(deleting(['orphan'])));
+    expect(queued.orphan).toEqual(['o']);
+    expect(graph.get('o')).toMatchObject({ beingDeleted: true, hasOrphanFinalizer: true });
+
+    apply(upsert(deleting(['orphan'])));
+    expect(queued.orphan).toEqual(['o']);
+
+    // The finalizer is removed (other finalizers keep the object), then a
+    // repeated DELETE adds it back while deletionTimestamp stays.
+    apply(upsert(deleting(['example.com/keep'])));
+    expect(queued.orphan).toEqual(['o']);
+    expect(graph.get('o')?.hasOrphanFinalizer).toBe(false);
+    apply(upsert(deleting(['example.com/keep', 'orphan'])));
+    expect(queued.orphan).toEqual(['o', 'o']);
+    expect(queued.del).toEqual([]);
+  });
+
+  test('an object first observed while being deleted with orphan is queued', () => {
+    const { queued, apply } = setup();
+    apply(upsert(deleting(['orphan'])));
+    expect(queued).toEqual({ del: [], rateLimited: [], orphan: ['o'] });
+  });
+
+  test('foregroundDeletion marks deletingDependents and queues every dependent and the owner', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('o')),
+      upsert(meta('d1', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
+      upsert(meta('d2', { ownerReferences: [ref('o')] })),
+    );
+    clear();
+    apply(upsert(deleting(['foregroundDeletion'])));
+    expect(graph.get('o')).toMatchObject({
+      beingDeleted: true,
+      deletingDependents: true,
+      hasForegroundFinalizer: true,
+    });
+    expect(queued).toEqual({ del: ['d1', 'd2', 'o'], rateLimited: [], orphan: [] });
+
+    clear();
+    apply(upsert(deleting(['foregroundDeletion'])));
+    expect(queued.del).toEqual([]);
+    expect(graph.get('o')?.deletingDependents).toBe(true);
+  });
+
+  test('a dependent added to an owner that is deletingDependents is queued', () => {
+    const { queued, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(deleting(['foregroundDeletion'])));
+    clear();
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })));
+    expect(queued.del).toEqual(['d']);
+  });
+
+  test('a dependent deleted while its owner is deletingDependents queues the owner', () => {
+    const { graph, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('o')),
+      upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
+      upsert(deleting(['foregroundDeletion'])),
+    );
+    clear();
+    apply(del(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })));
+    expect(queued.del).toEqual(['o']);
+    expect(graph.dependents('o')).toEqual([]);
+    expect(graph.has('o')).toBe(true);
+  });
+});
+
+describe('delete events', () => {
+  test('deleting an owner with dependents queues them, caches its coordinates and removes it', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    apply(
+      upsert({ uid: 'o', name: 'rs', namespace: 'ns' }, REPLICASETS),
+      upsert(
+        meta('d1', {
+          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: 'o' }],
+        }),
+      ),
+      upsert(
+        meta('d2', {
+          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: 'o' }],
+        }),
+      ),
+    );
+    clear();
+    apply(del({ uid: 'o', name: 'rs', namespace: 'ns' }, REPLICASETS));
+
+    expect(graph.has('o')).toBe(false);
+    expect(queued).toEqual({ del: ['d1', 'd2'], rateLimited: [], orphan: [] });
+    expect(absent.size).toBe(1);
+    expect(absent.has('apps|ReplicaSet|ns|rs|o')).toBe(true);
+    expect(absent.has(coordinatesKey('apps/v1beta2', 'ReplicaSet', 'ns', 'rs', 'o'))).toBe(true);
+    // Full coordinates, not the UID alone.
+    expect(absent.has(coordinatesKey('apps/v1', 'ReplicaSet', 'other', 'rs', 'o'))).toBe(false);
+    expect(absent.has(coordinatesKey('apps/v1', 'ReplicaSet', 'ns', 'rs2', 'o'))).toBe(false);
+    expect(absent.has(coordinatesKey('v1', 'ReplicaSet', 'ns', 'rs', 'o'))).toBe(false);
+    // The dependents stay, without the edge.
+    expect(graph.has('d1')).toBe(true);
+    expect(graph.owners('d1')).toEqual([]);
+  });
+
+  test('deleting an owner without dependents does not touch the cache', () => {
+    const { graph, absent, queued, apply } = setup();
+    apply(upsert(meta('o')), del(meta('o')));
+    expect(graph.has('o')).toBe(false);
+    expect(absent.size).toBe(0);
+    expect(queued.del).toEqual([]);
+  });
+
+  test('a relist-style delete carrying only the uid removes the node and caches its known identity', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })));
+    clear();
+    apply(del({ uid: 'o', name: '' }));
+    expect(graph.has('o')).toBe(false);
+    expect(queued.del).toEqual(['d']);
+    expect(absent.has(cmKey('o'))).toBe(true);
+  });
+
+  test('a delete for an unknown uid is ignored', () => {
+    const { graph, absent, queued, apply } = setup();
+    apply(upsert(meta('o')), del({ uid: 'nope', name: '' }));
+    expect(graph.order).toBe(1);
+    expect(absent.size).toBe(0);
+    expect(queued).toEqual({ del: [], rateLimited: [], orphan: [] });
+  });
+
+  test("deleting a virtual owner's last dependent drops the virtual owner", () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('d', { ownerReferences: [ref('o')] })), del(meta('d')));
+    expect(graph.order).toBe(0);
+  });
+});
+
+describe('virtual deletes', () => {
+  test('of a virtual node whose dependents all match: removed, cached, dependents queued', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('d1', { ownerReferences: [ref('o')] })),
+      upsert(meta('d2', { ownerReferences: [ref('o', { apiVersion: 'v1' })] })),
+    );
+    clear();
+    apply(virtualDelete(cmIdentity('o')));
+    expect(graph.has('o')).toBe(false);
+    expect(absent.has(cmKey('o'))).toBe(true);
+    expect(absent.size).toBe(1);
+    expect(queued).toEqual({ del: ['d1', 'd2'], rateLimited: [], orphan: [] });
+  });
+
+  test('whose identity disagrees with some dependents: node kept, matching queued, node re-queued rate-limited', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('d1', { ownerReferences: [ref('o')] })),
+      upsert(
+        meta('d2', {
+          namespace: 'ns2',
+          ownerReferences: [ref('o', { kind: 'Secret', name: 's' })],
+        }),
+      ),
+    );
+    clear();
+    apply(virtualDelete(cmIdentity('o')));
+    expect(graph.get('o')).toMatchObject({
+      virtual: true,
+      apiVersion: 'v1',
+      kind: 'Secret',
+      name: 's',
+      namespace: 'ns2',
+    });
+    expect(graph.dependents('o')).toEqual(['d1', 'd2']);
+    expect(absent.has(cmKey('o'))).toBe(true);
+    expect(absent.size).toBe(1);
+    expect(queued).toEqual({ del: ['d1'], rateLimited: ['o'], orphan: [] });
+
+    // Verified absent under the other claimed identity too: d2 is queued, and
+    // while d1 still names the first identity the node is kept and re-queued.
+    clear();
+    apply(
+      virtualDelete({ apiVersion: 'v1', kind: 'Secret', namespace: 'ns2', name: 's', uid: 'o' }),
+    );
+    expect(absent.has(coordinatesKey('v1', 'Secret', 'ns2', 's', 'o'))).toBe(true);
+    expect(graph.get('o')).toMatchObject({ virtual: true, kind: 'ConfigMap', namespace: 'ns' });
+    expect(queued).toEqual({ del: ['d2'], rateLimited: ['o'], orphan: [] });
+
+    // Once d1 is gone, the remaining dependent matches: the node goes.
+    clear();
+    apply(del(meta('d1', { ownerReferences: [ref('o')] })));
+    expect(graph.dependents('o')).toEqual(['d2']);
+    apply(
+      virtualDelete({ apiVersion: 'v1', kind: 'Secret', namespace: 'ns2', name: 's', uid: 'o' }),
+    );
+    expect(graph.has('o')).toBe(false);
+    expect(queued).toEqual({ del: ['d2'], rateLimited: [], orphan: [] });
+  });
+
+  test('of an observed node under other coordinates: node kept, dependents using them queued', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    apply(
+      upsert(meta('o')),
+      upsert(meta('good', { ownerReferences: [ref('o')] })),
+      upsert(meta('bad', { ownerReferences: [ref('o', { name: 'gone' })] })),
+    );
+    clear();
+    apply(virtualDelete(cmIdentity('o', { name: 'gone' })));
+    expect(graph.get('o')).toMatchObject({ virtual: false, name: 'cm-o' });
+    expect(graph.dependents('o')).toEqual(['good', 'bad']);
+    expect(absent.has(cmKey('o', 'ns', 'gone'))).toBe(true);
+    expect(absent.has(cmKey('o'))).toBe(false);
+    expect(queued).toEqual({ del: ['bad'], rateLimited: [], orphan: [] });
+  });
+
+  test('of an observed node under its own coordinates removes it like a delete event', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })));
+    clear();
+    apply(virtualDelete(cmIdentity('o')));
+    expect(graph.has('o')).toBe(false);
+    expect(absent.has(cmKey('o'))).toBe(true);
+    expect(queued.del).toEqual(['d']);
+  });
+
+  test('of an unknown uid is ignored', () => {
+    const { graph, absent, queued, apply } = setup();
+    apply(upsert(meta('o')), virtualDelete(cmIdentity('x')));
+    expect(graph.order).toBe(1);
+    expect(absent.size).toBe(0);
+    expect(queued).toEqual({ del: [], rateLimited: [], orphan: [] });
+  });
+});
+
+describe('push and onIdle', () => {
+  test('onIdle resolves at once with nothing pending', async () => {
+    const { p } = setup();
+    await expect(p.onIdle()).resolves.toBeUndefined();
+    expect(p.applied).toBe(0);
+  });
+
+  test('applies pushed events asynchronously and in order', async () => {
+    const { graph, absent, queued, p } = setup();
+    p.push(upsert(meta('o')));
+    p.push(upsert(meta('d', { ownerReferences: [ref('o')] })));
+    p.push(del(meta('o')));
+    p.push(upsert(meta('o2')));
+    expect(p.depth).toBe(4);
+    expect(graph.order).toBe(0);
+
+    await p.onIdle();
+    expect(p.depth).toBe(0);
+    expect(p.applied).toBe(4);
+    // In order: o seen (not virtual, so not queued), d added, o deleted (d queued).
+    expect(queued.del).toEqual(['d']);
+    expect(absent.has(cmKey('o'))).toBe(true);
+    expect(graph.has('o')).toBe(false);
+    expect(graph.has('o2')).toBe(true);
+    expect(graph.has('d')).toBe(true);
+  });
+});

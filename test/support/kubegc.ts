@@ -1,0 +1,135 @@
+// Runs `kubegc` as a child process from the TypeScript sources (Node's type
+// stripping: no build step), collecting its JSON log lines for assertions.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
+
+export interface LogLine {
+  level: string;
+  msg: string;
+  [field: string]: unknown;
+}
+
+export interface KubegcProcess {
+  child: ChildProcess;
+  lines: LogLine[];
+  /** Output that was not a JSON log line (stack traces, usage errors). */
+  raw: string[];
+  /** Resolves with the first log line matching, or rejects after the timeout. */
+  waitForLog(what: string, match: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stop(): Promise<void>;
+  kill(): Promise<void>;
+}
+
+export const CLI = path.join(REPO_ROOT, 'src', 'cli.ts');
+
+export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env): KubegcProcess {
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', CLI, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: LogLine[] = [];
+  const raw: string[] = [];
+  const waiters: { match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = [];
+  const onText = (buf: Buffer | string, state: { rest: string }): void => {
+    state.rest += buf.toString();
+    let nl: number;
+    while ((nl = state.rest.indexOf('\n')) !== -1) {
+      const text = state.rest.slice(0, nl);
+      state.rest = state.rest.slice(nl + 1);
+      let line: LogLine | undefined;
+      try {
+        const parsed = JSON.parse(text) as unknown;
+        if (parsed && typeof parsed === 'object' && 'msg' in parsed) line = parsed as LogLine;
+      } catch {
+        /* not JSON */
+      }
+      if (!line) {
+        raw.push(text);
+        continue;
+      }
+      lines.push(line);
+      for (let i = waiters.length - 1; i >= 0; i--) {
+        const w = waiters[i];
+        if (w?.match(line)) {
+          waiters.splice(i, 1);
+          w.resolve(line);
+        }
+      }
+    }
+  };
+  const out = { rest: '' };
+  const err = { rest: '' };
+  child.stdout?.on('data', (b: Buffer) => onText(b, out));
+  child.stderr?.on('data', (b: Buffer) => onText(b, err));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const proc: KubegcProcess = {
+    child,
+    lines,
+    raw,
+    exited,
+    waitForLog(what, match, timeoutMs = 60_000) {
+      const seen = lines.find(match);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => {
+          reject(
+            new Error(
+              `timed out waiting for kubegc to log ${what}; last lines:\n${lines
+                .slice(-10)
+                .map((l) => JSON.stringify(l))
+                .join('\n')}\n${raw.slice(-10).join('\n')}`,
+            ),
+          );
+        }, timeoutMs);
+        waiters.push({
+          match,
+          resolve: (l) => {
+            clearTimeout(t);
+            resolve(l);
+          },
+        });
+        void exited.then(({ code, signal }) => {
+          clearTimeout(t);
+          reject(
+            new Error(
+              `kubegc exited (${code ?? signal}) before logging ${what}:\n${raw.slice(-20).join('\n')}`,
+            ),
+          );
+        });
+      });
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+  return proc;
+}
+
+/** Starts `kubegc controller` on the cluster and waits until its workers run. */
+export async function startController(
+  cluster: Cluster,
+  extra: string[] = [],
+): Promise<KubegcProcess> {
+  const proc = runKubegc([
+    'controller',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--discovery-period',
+    '5s',
+    ...extra,
+  ]);
+  await proc.waitForLog(
+    '"garbage collector started"',
+    (l) => l.msg === 'garbage collector started',
+  );
+  return proc;
+}

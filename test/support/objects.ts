@@ -1,0 +1,119 @@
+// Building blocks for ownership trees in e2e tests.
+import type * as k8s from '@kubernetes/client-node';
+import type { Clients } from './cluster.ts';
+import { statusOf } from './cluster.ts';
+
+export interface Ref {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  namespace?: string;
+}
+
+export function ownerRef(
+  owner: Ref,
+  opts: { controller?: boolean; blockOwnerDeletion?: boolean } = {},
+): k8s.V1OwnerReference {
+  return {
+    apiVersion: owner.apiVersion,
+    kind: owner.kind,
+    name: owner.name,
+    uid: owner.uid,
+    ...opts,
+  };
+}
+
+function ref(apiVersion: string, kind: string, meta: k8s.V1ObjectMeta | undefined): Ref {
+  if (!meta?.uid || !meta.name) throw new Error(`created ${kind} has no uid/name`);
+  return { apiVersion, kind, name: meta.name, uid: meta.uid, namespace: meta.namespace };
+}
+
+export async function configMap(
+  c: Clients,
+  namespace: string,
+  name: string,
+  owners: k8s.V1OwnerReference[] = [],
+): Promise<Ref> {
+  const cm = await c.core.createNamespacedConfigMap({
+    namespace,
+    body: { metadata: { name, ownerReferences: owners }, data: { k: 'v' } },
+  });
+  return ref('v1', 'ConfigMap', cm.metadata);
+}
+
+export async function secret(
+  c: Clients,
+  namespace: string,
+  name: string,
+  owners: k8s.V1OwnerReference[] = [],
+): Promise<Ref> {
+  const s = await c.core.createNamespacedSecret({
+    namespace,
+    body: { metadata: { name, ownerReferences: owners } },
+  });
+  return ref('v1', 'Secret', s.metadata);
+}
+
+/** A bare, never-scheduled Pod (no kubelet needed; deleted at once when collected). */
+export async function pod(
+  c: Clients,
+  namespace: string,
+  name: string,
+  owners: k8s.V1OwnerReference[] = [],
+): Promise<Ref> {
+  const p = await c.core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name, ownerReferences: owners },
+      spec: { containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] },
+    },
+  });
+  return ref('v1', 'Pod', p.metadata);
+}
+
+/** Runs `fn(i)` for i in [0, n) with at most `concurrency` in flight. */
+export async function times<T>(
+  n: number,
+  fn: (i: number) => Promise<T>,
+  concurrency = 20,
+): Promise<T[]> {
+  const out: T[] = new Array<T>(n);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) {
+        const i = next++;
+        out[i] = await fn(i);
+      }
+    }),
+  );
+  return out;
+}
+
+/** Reads any object of these built-in kinds; undefined if it does not exist. */
+export async function read(c: Clients, r: Ref): Promise<k8s.KubernetesObject | undefined> {
+  try {
+    return await c.objects.read({
+      apiVersion: r.apiVersion,
+      kind: r.kind,
+      metadata: { name: r.name, namespace: r.namespace },
+    });
+  } catch (err) {
+    if (statusOf(err) === 404) return undefined;
+    throw err;
+  }
+}
+
+export async function isGone(c: Clients, r: Ref): Promise<boolean> {
+  return (await read(c, r)) === undefined;
+}
+
+/** Lists the ConfigMaps of a namespace by name (without the root CA ConfigMap every namespace has). */
+export async function configMapNames(c: Clients, namespace: string): Promise<string[]> {
+  const list = await c.core.listNamespacedConfigMap({ namespace });
+  return list.items
+    .map((i) => i.metadata?.name ?? '')
+    .filter((n) => n !== 'kube-root-ca.crt')
+    .sort();
+}

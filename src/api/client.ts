@@ -20,8 +20,8 @@ export interface ClientOptions {
 }
 
 export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
-  qps: 100,
-  burst: 200,
+  qps: 500,
+  burst: 1000,
   requestTimeoutMs: 30_000,
   userAgent: 'kubegc',
 };
@@ -276,8 +276,12 @@ function readBody(res: http.IncomingMessage): Promise<string> {
  */
 export function loadKubeConfig(path?: string): k8s.KubeConfig {
   const kc = new k8s.KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
+  try {
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new Error(`cannot load kubeconfig${path ? ` ${path}` : ''}: ${(err as Error).message}`);
+  }
   if (!kc.getCurrentCluster()) {
     throw new Error(
       path

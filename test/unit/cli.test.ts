@@ -1,0 +1,64 @@
+// The kubegc command line as an operator meets it: help, version, and one
+// clear line with exit code 2 for anything it cannot accept.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { CLI } from '../support/kubegc.ts';
+
+function kubegc(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, KUBECONFIG: '/nonexistent/kubeconfig' },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
+test('--version prints the package version', () => {
+  expect(kubegc('--version')).toMatchObject({ status: 0, stdout: `${pkg.version}\n` });
+});
+
+test('--help lists the commands; no arguments prints it and exits 2', () => {
+  const help = kubegc('--help');
+  expect(help.status).toBe(0);
+  expect(help.stdout).toContain('controller');
+  expect(help.stdout).toContain('node');
+  expect(kubegc().status).toBe(2);
+});
+
+test('controller --help lists its flags with upstream-style names', () => {
+  const r = kubegc('controller', '--help');
+  expect(r.status).toBe(0);
+  for (const flag of [
+    '--kubeconfig',
+    '--workers',
+    '--discovery-period',
+    '--ignored-resources',
+    '--kube-api-qps',
+    '--kube-api-burst',
+    '--dry-run',
+    '--log-level',
+  ]) {
+    expect(r.stdout).toContain(flag);
+  }
+});
+
+test.each([
+  [['frobnicate'], /unknown command "frobnicate"/],
+  [['controller', '--workers', '0'], /--workers: must be at least 1/],
+  [['controller', '--workers', 'ten'], /--workers: "ten" is not an integer/],
+  [['controller', '--bogus'], /unknown flag --bogus/],
+  [['controller', '--discovery-period', '5'], /invalid duration/],
+  [['controller', '--log-level', 'loud'], /--log-level: must be one of/],
+  [
+    ['controller', '--kubeconfig', '/nonexistent/kubeconfig'],
+    /cannot load kubeconfig \/nonexistent\/kubeconfig/,
+  ],
+])('kubegc %p: one error line, exit code 2', (args, message) => {
+  const r = kubegc(...args);
+  expect(r.status).toBe(2);
+  expect(r.stderr).toMatch(message);
+  expect(r.stderr.trim().split('\n')).toHaveLength(1);
+});

@@ -21,6 +21,7 @@ import {
   type ClassifiedOwner,
   type DeletionPropagation,
 } from './decide.ts';
+import type { EventRecorder } from './events.ts';
 import type { GcApi } from './operations.ts';
 
 export interface GcMetricsHooks {
@@ -39,6 +40,7 @@ export interface GcContext {
   log: Logger;
   dryRun: boolean;
   metrics?: GcMetricsHooks;
+  events?: EventRecorder;
 }
 
 export class UnresolvableKindError extends Error {}
@@ -180,8 +182,45 @@ async function classifyOwner(
   );
   if (classified.state === 'dangling') {
     ctx.absent.add(coordinatesKey(ref.apiVersion, ref.kind, ownerNamespace, ref.name, ref.uid));
+    reportInvalidNamespace(ctx, live, ref, ownerNamespace);
   }
   return classified;
+}
+
+/**
+ * The owner's UID exists, but in another namespace: owner references cannot
+ * cross namespaces, so the reference counts as absent and the dependent gets
+ * a Warning event saying so (as upstream's reportInvalidNamespaceOwnerRef).
+ */
+function reportInvalidNamespace(
+  ctx: GcContext,
+  live: ObjectMeta,
+  ref: OwnerReference,
+  lookedIn: string,
+): void {
+  const observed = ctx.graph.get(ref.uid);
+  if (!observed || observed.virtual || !lookedIn || observed.namespace === lookedIn) return;
+  const note = `ownerRef [${ref.apiVersion}/${ref.kind}, namespace: ${lookedIn}, name: ${ref.name}, uid: ${ref.uid}] does not exist in namespace "${lookedIn}"`;
+  ctx.log.warn('invalid cross-namespace owner reference', {
+    namespace: live.namespace ?? '',
+    name: live.name,
+    uid: live.uid,
+    owner: ref.uid,
+    ownerNamespace: observed.namespace,
+  });
+  const self = ctx.graph.get(live.uid);
+  ctx.events?.warning(
+    {
+      apiVersion: self?.apiVersion ?? 'v1',
+      kind: self?.kind ?? '',
+      namespace: live.namespace,
+      name: live.name,
+      uid: live.uid,
+    },
+    'OwnerRefInvalidNamespace',
+    'GarbageCollect',
+    note,
+  );
 }
 
 async function deleteObject(

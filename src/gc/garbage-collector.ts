@@ -23,6 +23,7 @@ import {
   type GcMetricsHooks,
 } from './attempt-to-delete.ts';
 import { attemptToOrphan } from './attempt-to-orphan.ts';
+import { apiEventRecorder } from './events.ts';
 import { GcApi } from './operations.ts';
 
 export const DEFAULT_IGNORED_RESOURCES = ['events', 'events.events.k8s.io'];
@@ -133,6 +134,7 @@ export class GarbageCollector {
       log,
       dryRun: this.opts.dryRun,
       metrics,
+      events: this.opts.dryRun ? undefined : apiEventRecorder(client, log),
     };
   }
 

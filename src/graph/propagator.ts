@@ -205,7 +205,10 @@ export class Propagator {
     existing.beingDeleted = next.beingDeleted;
     existing.hasOrphanFinalizer = next.hasOrphanFinalizer;
     existing.hasForegroundFinalizer = next.hasForegroundFinalizer;
-    if (!existing.beingDeleted) existing.deletingDependents = false;
+    // Foreground deletion is over once the finalizer is gone (the object may
+    // linger for other finalizers); a repeated Foreground DELETE starts it again.
+    if (!existing.beingDeleted || !existing.hasForegroundFinalizer)
+      existing.deletingDependents = false;
     this.diffOwners(uid, next.namespace, old.ownerReferences, refs);
     existing.ownerReferences = refs;
     this.processDeletionTransitions(old, existing);

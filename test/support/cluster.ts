@@ -110,3 +110,32 @@ export async function staysTrue(
     await new Promise((r) => setTimeout(r, intervalMs));
   } while (Date.now() < until);
 }
+
+export interface DeletionRecorder {
+  /** UID → resourceVersion of its DELETED event (etcd revisions, so comparable across resources). */
+  deleted: Map<string, number>;
+  stop(): void;
+}
+
+/** Watches the given collection paths and records every DELETED event. */
+export async function recordDeletions(
+  kc: k8s.KubeConfig,
+  paths: string[],
+): Promise<DeletionRecorder> {
+  const deleted = new Map<string, number>();
+  const w = new k8s.Watch(kc);
+  const aborts = await Promise.all(
+    paths.map((p) =>
+      w.watch(
+        p,
+        {},
+        (phase, obj: k8s.KubernetesObject) => {
+          if (phase === 'DELETED' && obj.metadata?.uid)
+            deleted.set(obj.metadata.uid, Number(obj.metadata.resourceVersion));
+        },
+        () => undefined,
+      ),
+    ),
+  );
+  return { deleted, stop: () => aborts.forEach((a) => a.abort()) };
+}

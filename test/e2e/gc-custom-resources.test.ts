@@ -1,0 +1,212 @@
+// Custom resources created while kubegc runs, in both directions of
+// ownership with core objects; deleting a CRD; and a broken aggregated
+// APIService that must not stop collection of everything else.
+import * as k8s from '@kubernetes/client-node';
+import type { Cluster } from '../../cluster/controlplane.ts';
+import {
+  clients,
+  e2eCluster,
+  staysTrue,
+  testNamespace,
+  waitFor,
+  type Clients,
+} from '../support/cluster.ts';
+import { startController, type KubegcProcess } from '../support/kubegc.ts';
+import { configMap, configMapNames, isGone, ownerRef, type Ref } from '../support/objects.ts';
+
+const GROUP = 'e2e.kubegc.io';
+const PLURAL = `widgets${Date.now().toString(36)}`;
+const KIND = `Widget${Date.now().toString(36)}`;
+const API_VERSION = `${GROUP}/v1`;
+
+let cluster: Cluster;
+let c: Clients;
+let ext: k8s.ApiextensionsV1Api;
+let custom: k8s.CustomObjectsApi;
+let gc: KubegcProcess;
+
+beforeAll(async () => {
+  cluster = await e2eCluster();
+  c = clients(cluster);
+  ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
+  custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  gc = await startController(cluster);
+  // The CRD appears while kubegc runs: it must be discovered and watched.
+  await ext.createCustomResourceDefinition({
+    body: {
+      metadata: { name: `${PLURAL}.${GROUP}` },
+      spec: {
+        group: GROUP,
+        scope: 'Namespaced',
+        names: { plural: PLURAL, singular: PLURAL.slice(0, -1), kind: KIND },
+        versions: [
+          {
+            name: 'v1',
+            served: true,
+            storage: true,
+            schema: {
+              openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+            },
+          },
+        ],
+      },
+    },
+  });
+  await gc.waitForLog(
+    'the new resource to be watched',
+    (l) => l.msg === 'started watching' && l.resource === `${PLURAL}.${GROUP}`,
+    60_000,
+  );
+});
+
+afterAll(async () => {
+  await gc?.stop();
+});
+
+async function widget(ns: string, name: string, owners: k8s.V1OwnerReference[] = []): Promise<Ref> {
+  const w = (await custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: 'v1',
+    namespace: ns,
+    plural: PLURAL,
+    body: {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      metadata: { name, ownerReferences: owners },
+      spec: { size: 1 },
+    },
+  })) as k8s.KubernetesObject;
+  return { apiVersion: API_VERSION, kind: KIND, name, uid: w.metadata?.uid ?? '', namespace: ns };
+}
+
+async function widgets(ns: string): Promise<k8s.KubernetesObject[]> {
+  const list = (await custom.listNamespacedCustomObject({
+    group: GROUP,
+    version: 'v1',
+    namespace: ns,
+    plural: PLURAL,
+  })) as {
+    items: k8s.KubernetesObject[];
+  };
+  return list.items;
+}
+
+function deleteWidget(ns: string, name: string, propagationPolicy?: string): Promise<unknown> {
+  return custom.deleteNamespacedCustomObject({
+    group: GROUP,
+    version: 'v1',
+    namespace: ns,
+    plural: PLURAL,
+    name,
+    propagationPolicy,
+  });
+}
+
+test('custom resources cascade with Background, core objects included', async () => {
+  const ns = await testNamespace(c.core, 'cr-cascade');
+  const owner = await widget(ns, 'owner');
+  for (let i = 0; i < 3; i++)
+    await widget(ns, `dep-${i}`, [ownerRef(owner, { blockOwnerDeletion: true })]);
+  await configMap(c, ns, 'cm-of-widget', [ownerRef(owner)]);
+  await deleteWidget(ns, 'owner', 'Background');
+  await waitFor(
+    'the widgets and the ConfigMap owned by the widget to be collected',
+    async () => (await widgets(ns)).length === 0 && (await configMapNames(c, ns)).length === 0,
+  );
+});
+
+test('custom resources orphaned (JSON merge patch, strategic merge is not supported for them)', async () => {
+  const ns = await testNamespace(c.core, 'cr-orphan');
+  const owner = await widget(ns, 'owner');
+  const other = await configMap(c, ns, 'other');
+  for (let i = 0; i < 3; i++)
+    await widget(ns, `dep-${i}`, [ownerRef(owner, { blockOwnerDeletion: true }), ownerRef(other)]);
+  await deleteWidget(ns, 'owner', 'Orphan');
+  const check = async (): Promise<boolean> => {
+    const items = await widgets(ns);
+    return (
+      items.length === 3 &&
+      items.every(
+        (w) =>
+          w.metadata?.ownerReferences?.length === 1 &&
+          w.metadata.ownerReferences[0]?.uid === other.uid,
+      )
+    );
+  };
+  await waitFor(
+    'the three dependents to keep only the ConfigMap reference, the owner gone',
+    async () => (await check()) && (await isGone(c, owner).catch(() => false)),
+  );
+  await staysTrue('the orphaned widgets to stay', check, 3000);
+});
+
+test('a custom resource owned by a ConfigMap is collected', async () => {
+  const ns = await testNamespace(c.core, 'cr-owned-by-core');
+  const cm = await configMap(c, ns, 'owner');
+  await widget(ns, 'dep', [ownerRef(cm)]);
+  await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+  await waitFor('the widget to be collected', async () => (await widgets(ns)).length === 0);
+});
+
+// Runs before the APIService test, which stops the shared kubegc.
+test('deleting the CRD collects a ConfigMap owned by one of its custom resources', async () => {
+  const ns = await testNamespace(c.core, 'cr-delete-crd');
+  const owner = await widget(ns, 'owner');
+  const cm = await configMap(c, ns, 'owned-by-widget', [ownerRef(owner)]);
+  const keep = await configMap(c, ns, 'unrelated');
+  await ext.deleteCustomResourceDefinition({ name: `${PLURAL}.${GROUP}` });
+  await waitFor('the ConfigMap owned by the custom resource to be collected', () => isGone(c, cm), {
+    timeoutMs: 90_000,
+  });
+  expect(await isGone(c, keep)).toBe(false);
+});
+
+test('a broken aggregated APIService does not stop collection, even for a kubegc started after it', async () => {
+  const ns = await testNamespace(c.core, 'cr-broken-apiservice');
+  const reg = c.kc.makeApiClient(k8s.ApiregistrationV1Api);
+  await c.core.createNamespacedService({
+    namespace: ns,
+    body: { metadata: { name: 'nobody' }, spec: { ports: [{ port: 443 }] } },
+  });
+  const name = `v1.broken${Date.now().toString(36)}.kubegc.io`;
+  await reg.createAPIService({
+    body: {
+      metadata: { name },
+      spec: {
+        group: name.slice(3),
+        version: 'v1',
+        service: { namespace: ns, name: 'nobody', port: 443 },
+        insecureSkipTLSVerify: true,
+        groupPriorityMinimum: 1000,
+        versionPriority: 15,
+      },
+    },
+  });
+  // Only a kubegc that starts while the APIService is broken may collect here.
+  await gc.stop();
+  try {
+    const fresh = await startController(cluster, ['--initial-sync-timeout', '10s']);
+    try {
+      const owner = await configMap(c, ns, 'owner');
+      await configMap(c, ns, 'dep', [ownerRef(owner)]);
+      await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+      await waitFor(
+        'the dependent to be collected by the new kubegc',
+        async () => (await configMapNames(c, ns)).length === 0,
+      );
+      expect(fresh.lines.some((l) => l.msg === 'deleted' && l.namespace === ns)).toBe(true);
+      // The breakage was real: kubegc saw the group fail discovery.
+      await fresh.waitForLog(
+        'the broken group in a discovery failure',
+        (l) =>
+          l.msg === 'discovery failed for some groups; keeping what was known of them' &&
+          JSON.stringify(l.groups).includes(name.slice(3)),
+        30_000,
+      );
+    } finally {
+      await fresh.stop();
+    }
+  } finally {
+    await reg.deleteAPIService({ name });
+  }
+});

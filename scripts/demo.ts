@@ -48,52 +48,62 @@ console.log(
   'demo: its kube-controller-manager runs every controller except the garbage collector\n',
 );
 
-kubectl('delete', 'namespace', NS, '--ignore-not-found', '--wait=true');
-kubectl('create', 'namespace', NS);
-apply({
-  apiVersion: 'apps/v1',
-  kind: 'Deployment',
-  metadata: { name: 'web', namespace: NS },
-  spec: {
-    replicas: 3,
-    selector: { matchLabels: { app: 'web' } },
-    template: {
-      metadata: { labels: { app: 'web' } },
-      spec: { containers: [{ name: 'web', image: 'registry.k8s.io/pause:3.10' }] },
+async function buildTree(): Promise<void> {
+  kubectl('delete', 'namespace', NS, '--ignore-not-found', '--wait=true');
+  kubectl('create', 'namespace', NS);
+  apply({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'web', namespace: NS },
+    spec: {
+      replicas: 3,
+      selector: { matchLabels: { app: 'web' } },
+      template: {
+        metadata: { labels: { app: 'web' } },
+        spec: { containers: [{ name: 'web', image: 'registry.k8s.io/pause:3.10' }] },
+      },
     },
-  },
-});
-const deployUid = kubectl('get', 'deployment', 'web', '-n', NS, '-o', 'jsonpath={.metadata.uid}');
-apply({
-  apiVersion: 'v1',
-  kind: 'ConfigMap',
-  metadata: {
-    name: 'web-config',
-    namespace: NS,
-    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', uid: deployUid }],
-  },
-  data: { greeting: 'hello' },
-});
-const cmUid = kubectl('get', 'configmap', 'web-config', '-n', NS, '-o', 'jsonpath={.metadata.uid}');
-apply({
-  apiVersion: 'v1',
-  kind: 'Secret',
-  metadata: {
-    name: 'web-secret',
-    namespace: NS,
-    ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'web-config', uid: cmUid }],
-  },
-  stringData: { token: 'demo' },
-});
-for (let i = 0; i < 120; i++) {
-  const pods = kubectl('get', 'pods', '-n', NS, '-o', 'name').trim();
-  if (pods.split('\n').filter(Boolean).length === 3) break;
-  await sleep(500);
+  });
+  const deployUid = kubectl('get', 'deployment', 'web', '-n', NS, '-o', 'jsonpath={.metadata.uid}');
+  apply({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'web-config',
+      namespace: NS,
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', uid: deployUid }],
+    },
+    data: { greeting: 'hello' },
+  });
+  const cmUid = kubectl(
+    'get',
+    'configmap',
+    'web-config',
+    '-n',
+    NS,
+    '-o',
+    'jsonpath={.metadata.uid}',
+  );
+  apply({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: 'web-secret',
+      namespace: NS,
+      ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'web-config', uid: cmUid }],
+    },
+    stringData: { token: 'demo' },
+  });
+  for (let i = 0; i < 120; i++) {
+    const pods = kubectl('get', 'pods', '-n', NS, '-o', 'name').trim();
+    if (pods.split('\n').filter(Boolean).length === 3) break;
+    await sleep(500);
+  }
+  console.log(
+    'The tree: Deployment web → ReplicaSet → 3 Pods; Deployment web → ConfigMap web-config → Secret web-secret\n',
+  );
+  show();
 }
-console.log(
-  'The tree: Deployment web → ReplicaSet → 3 Pods; Deployment web → ConfigMap web-config → Secret web-secret\n',
-);
-show();
 
 console.log('demo: starting kubegc controller');
 const gc = spawn(
@@ -127,10 +137,19 @@ gc.stderr.on('data', (b: Buffer) => {
         );
       } else if (l.msg === 'deleted') {
         deletions++;
-        const owner = (l.owners as { kind: string; name: string }[] | undefined)?.[0];
+        const owner = (
+          l.owners as { kind: string; name: string; state: string }[] | undefined
+        )?.[0];
+        const why =
+          owner?.state === 'waiting' ? 'is deleting its dependents in the foreground' : 'is gone';
         console.log(
-          `kubegc: deleted ${String(l.resource)} ${String(l.namespace)}/${String(l.name)} (owner ${owner?.kind ?? '?'} ${owner?.name ?? '?'} is gone)`,
+          `kubegc: deleted ${String(l.resource)} ${String(l.namespace)}/${String(l.name)} (owner ${owner?.kind ?? '?'} ${owner?.name ?? '?'} ${why}, ${String(l.propagationPolicy)})`,
         );
+      } else if (
+        l.msg === 'orphaned dependents and removed the orphan finalizer' ||
+        l.msg === 'foreground deletion finished: removed the foregroundDeletion finalizer'
+      ) {
+        console.log(`kubegc: ${String(l.msg)} (${String(l.resource)} ${String(l.name)})`);
       } else if (l.level === 'warn' || l.level === 'error') {
         console.log(
           `kubegc: ${String(l.level)}: ${String(l.msg)} ${String(l.resource ?? '')} ${String(l.name ?? '')} ${String(l.error ?? '')}`,
@@ -147,23 +166,53 @@ if (!started) {
   throw new Error('kubegc did not start within 30 s');
 }
 
-console.log(`\n$ kubectl delete deployment web -n ${NS} --cascade=background`);
-const t0 = Date.now();
-console.log(kubectl('delete', 'deployment', 'web', '-n', NS, '--cascade=background'));
-for (let i = 0; i < 240; i++) {
-  // Async, so kubegc's log lines are shown as they arrive.
-  const left = (
-    await kubectlAsync('get', 'replicasets,pods,configmaps,secrets', '-n', NS, '-o', 'name')
-  )
-    .split('\n')
-    .filter((n) => n && !n.includes('kube-root-ca.crt'));
-  if (left.length === 0) break;
-  await sleep(250);
+async function cascade(mode: 'background' | 'orphan' | 'foreground'): Promise<void> {
+  await buildTree();
+  const before = deletions;
+  console.log(`\n$ kubectl delete deployment web -n ${NS} --cascade=${mode}`);
+  const t0 = Date.now();
+  console.log(
+    kubectl('delete', 'deployment', 'web', '-n', NS, `--cascade=${mode}`, '--wait=false'),
+  );
+  const dependentsLeft = async (): Promise<string[]> =>
+    (await kubectlAsync('get', 'replicasets,pods,configmaps,secrets', '-n', NS, '-o', 'name'))
+      .split('\n')
+      .filter((n) => n && !n.includes('kube-root-ca.crt'));
+  const deploymentLeft = async (): Promise<boolean> =>
+    (await kubectlAsync('get', 'deployments', '-n', NS, '-o', 'name')).trim() !== '';
+  let sawWaiting = false;
+  for (let i = 0; i < 240; i++) {
+    const [deps, deploy] = await Promise.all([dependentsLeft(), deploymentLeft()]);
+    if (mode === 'foreground' && deploy && deps.length > 0 && !sawWaiting) {
+      sawWaiting = true;
+      console.log(
+        'demo: the Deployment still exists (deletionTimestamp + foregroundDeletion) while its dependents go',
+      );
+    }
+    if (!deploy && (mode === 'orphan' || deps.length === 0)) break;
+    await sleep(100);
+  }
+  const seconds = ((Date.now() - t0) / 1000).toFixed(1);
+  await sleep(300);
+  console.log(`\n${mode}: done in ${seconds} s, ${deletions - before} deletions by kubegc.`);
+  if (mode === 'orphan') {
+    console.log('The dependents stay, no longer owned by the Deployment:');
+    console.log(
+      kubectl(
+        'get',
+        'replicasets,configmaps',
+        '-n',
+        NS,
+        '-o',
+        'custom-columns=KIND:.kind,NAME:.metadata.name,OWNERS:.metadata.ownerReferences[*].kind',
+      ),
+    );
+  } else show();
 }
-const seconds = ((Date.now() - t0) / 1000).toFixed(1);
-for (let i = 0; i < 20 && deletions < 6; i++) await sleep(100);
-console.log(`\nAll dependents collected in ${seconds} s (${deletions} deletions by kubegc):`);
-show();
+
+await cascade('background');
+await cascade('orphan');
+await cascade('foreground');
 gc.kill('SIGTERM');
 await new Promise((r) => gc.on('exit', r));
 console.log(

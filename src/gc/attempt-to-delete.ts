@@ -95,6 +95,9 @@ async function decideAndAct(
   live: ObjectMeta,
 ): Promise<ProcessResult> {
   if (snap.deletingDependents) return processDeletingDependents(ctx, snap, resource, live);
+  // Already being deleted (the graph has not seen it yet): its own finalizers
+  // carry the delete on, and the update event will queue it if needed.
+  if (live.deletionTimestamp) return done;
   const refs = live.ownerReferences ?? [];
   if (refs.length === 0) return done;
 

@@ -210,3 +210,99 @@ test('a broken aggregated APIService does not stop collection, even for a kubegc
     await reg.deleteAPIService({ name });
   }
 });
+
+test('a CRD whose conversion webhook is broken does not stop collection of everything else', async () => {
+  const ns = await testNamespace(c.core, 'cr-broken-conversion');
+  await c.core.createNamespacedService({
+    namespace: ns,
+    body: { metadata: { name: 'nobody' }, spec: { ports: [{ port: 443 }] } },
+  });
+  const plural = `gadgets${Date.now().toString(36)}`;
+  const crdName = `${plural}.${GROUP}`;
+  const schema = {
+    openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+  };
+  await ext.createCustomResourceDefinition({
+    body: {
+      metadata: { name: crdName },
+      spec: {
+        group: GROUP,
+        scope: 'Namespaced',
+        names: { plural, singular: plural.slice(0, -1), kind: `Gadget${plural.slice(7)}` },
+        versions: [{ name: 'v1', served: true, storage: true, schema }],
+      },
+    },
+  });
+  await waitFor('the gadget resource to be served', async () => {
+    await custom.listNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: ns, plural });
+    return true;
+  });
+  await custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: 'v1',
+    namespace: ns,
+    plural,
+    body: { apiVersion: `${GROUP}/v1`, kind: `Gadget${plural.slice(7)}`, metadata: { name: 'g' } },
+  });
+  // v2 becomes the preferred version, converted by a webhook nobody serves:
+  // listing the stored v1 object through v2 fails.
+  await ext.patchCustomResourceDefinition({
+    name: crdName,
+    body: [
+      {
+        op: 'replace',
+        path: '/spec/versions',
+        value: [
+          { name: 'v1', served: true, storage: true, schema },
+          { name: 'v2', served: true, storage: false, schema },
+        ],
+      },
+      {
+        op: 'add',
+        path: '/spec/conversion',
+        value: {
+          strategy: 'Webhook',
+          webhook: {
+            conversionReviewVersions: ['v1'],
+            clientConfig: {
+              service: { namespace: ns, name: 'nobody', path: '/convert', port: 443 },
+            },
+          },
+        },
+      },
+    ],
+  });
+  await waitFor('listing through v2 to fail', async () => {
+    try {
+      await custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: 'v2',
+        namespace: ns,
+        plural,
+      });
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  const fresh = await startController(cluster, ['--initial-sync-timeout', '5s']);
+  try {
+    const started = await fresh.waitForLog(
+      'the start despite an unsynced informer',
+      (l) =>
+        l.msg ===
+        'starting before every informer synced; decisions use live reads, so this is safe',
+    );
+    expect(started.unsynced).toContain(crdName);
+    const owner = await configMap(c, ns, 'owner');
+    await configMap(c, ns, 'dep', [ownerRef(owner)]);
+    await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+    await waitFor(
+      'the dependent to be collected',
+      async () => (await configMapNames(c, ns)).length === 0,
+    );
+  } finally {
+    await fresh.stop();
+    await ext.deleteCustomResourceDefinition({ name: crdName });
+  }
+});

@@ -6,6 +6,9 @@ import { ORPHAN_FINALIZER } from '../graph/propagator.ts';
 import { done, failed, type ProcessResult } from '../queue/workqueue.ts';
 import type { GcContext } from './attempt-to-delete.ts';
 
+/** Dependents patched in parallel for one owner. */
+const ORPHAN_PARALLELISM = 20;
+
 export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const owner = ctx.graph.get(uid);
   if (!owner || owner.virtual) return done;
@@ -20,31 +23,42 @@ export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<Proc
   };
 
   const errors: string[] = [];
-  for (const depUid of ctx.graph.dependents(uid)) {
+  // Each dependent is one guarded patch (a `$patch: delete` of this UID, a
+  // no-op where the reference is already gone), several at a time.
+  const dependents = ctx.graph.dependents(uid);
+  let next = 0;
+  const orphanOne = async (depUid: string): Promise<void> => {
     const dep = ctx.graph.get(depUid);
-    if (!dep || dep.virtual) continue;
+    if (!dep || dep.virtual) return;
     const r = ctx.mapper().resolve(dep.apiVersion, dep.kind);
     if (!r) {
       errors.push(`cannot resolve ${dep.apiVersion}, Kind=${dep.kind} of dependent ${dep.name}`);
-      continue;
+      return;
     }
+    const dependent = { resource: groupResource(r), name: dep.name, uid: depUid };
     if (ctx.dryRun) {
-      ctx.log.info('dry run: would orphan dependent', {
-        ...fields,
-        dependent: { resource: groupResource(r), name: dep.name, uid: depUid },
-      });
-      continue;
+      ctx.log.info('dry run: would orphan dependent', { ...fields, dependent });
+      return;
     }
     try {
-      const live = await ctx.api.getMeta(r, dep.namespace, dep.name);
-      if (!live || live.uid !== depUid) continue;
-      if (!live.ownerReferences?.some((o) => o.uid === uid)) continue;
-      await ctx.api.removeOwnerReferences(r, live, [uid]);
-      ctx.metrics?.orphaning?.(groupResource(r), false);
+      if (
+        await ctx.api.removeOwnerReferences(
+          r,
+          { uid: depUid, name: dep.name, namespace: dep.namespace || undefined },
+          [uid],
+        )
+      ) {
+        ctx.metrics?.orphaning?.(groupResource(r), false);
+      }
     } catch (err) {
       errors.push((err as Error).message);
     }
-  }
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(ORPHAN_PARALLELISM, dependents.length) }, async () => {
+      while (next < dependents.length) await orphanOne(dependents[next++] as string);
+    }),
+  );
   if (errors.length > 0)
     return failed(new Error(`orphaning dependents failed: ${errors.join('; ')}`));
   if (ctx.dryRun) return done;

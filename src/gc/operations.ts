@@ -72,17 +72,17 @@ export class GcApi {
    */
   async removeOwnerReferences(
     r: ResourceInfo,
-    meta: ObjectMeta,
+    target: Pick<ObjectMeta, 'uid' | 'name' | 'namespace'>,
     uids: readonly string[],
   ): Promise<boolean> {
-    const path = objectPath(r, meta.namespace, meta.name);
+    const path = objectPath(r, target.namespace, target.name);
     try {
       await this.client.request('PATCH', path, {
         contentType: 'application/strategic-merge-patch+json',
         body: {
           metadata: {
             ownerReferences: uids.map((uid) => ({ $patch: 'delete', uid })),
-            uid: meta.uid,
+            uid: target.uid,
           },
         },
         accept: METADATA_ACCEPT,
@@ -93,7 +93,10 @@ export class GcApi {
       if (isNotFound(err)) return false;
       if (!(err instanceof ApiError && err.status === 415)) throw err;
     }
-    return this.mergePatchOwnerReferences(r, meta, (refs) =>
+    // The merge patch replaces the whole list: compute it from a fresh read.
+    const fresh = await this.getMeta(r, target.namespace, target.name);
+    if (!fresh || fresh.uid !== target.uid) return false;
+    return this.mergePatchOwnerReferences(r, fresh, (refs) =>
       refs.filter((o) => !uids.includes(o.uid)),
     );
   }

@@ -13,7 +13,8 @@ const COMMANDS: Record<string, { summary: string; load?: () => Promise<Command> 
     load: async () => (await import('./cli/controller.ts')).controllerCommand,
   },
   node: {
-    summary: 'image and container garbage collection on this node over CRI (not yet implemented)',
+    summary: 'image and container garbage collection on this node over CRI',
+    load: async () => (await import('./cli/node.ts')).nodeCommand,
   },
 };
 

@@ -114,6 +114,10 @@ const gc = spawn(
     'controller',
     '--kubeconfig',
     cluster.kubeconfig,
+    '--metrics-bind-address',
+    '127.0.0.1:0',
+    '--health-probe-bind-address',
+    '127.0.0.1:0',
   ],
   {
     stdio: ['ignore', 'inherit', 'pipe'],

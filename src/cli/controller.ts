@@ -1,4 +1,7 @@
 // `kubegc controller`: the owner-reference garbage collector.
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { DEFAULT_CLIENT_OPTIONS, KubeClient, loadKubeConfig } from '../api/client.ts';
 import {
   DEFAULT_GC_OPTIONS,
@@ -7,10 +10,24 @@ import {
 } from '../gc/garbage-collector.ts';
 import { createLogger, LEVELS, type Level } from '../log.ts';
 import { VERSION } from '../version.ts';
+import { LeaderElector } from '../leader/lease.ts';
+import { debugGraphRoute } from '../observability/debug-graph.ts';
+import { createControllerMetrics } from '../observability/metrics.ts';
+import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
 const atLeast = (min: number) => (v: unknown) =>
   (v as number) < min ? `must be at least ${min}` : undefined;
+const validAddress = (v: unknown): string | undefined => {
+  try {
+    parseBindAddress(v as string);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+
+const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
 export const CONTROLLER_FLAGS: FlagSpecs = {
   kubeconfig: {
@@ -62,6 +79,44 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     help: 'decide, log and count, but never PATCH or DELETE',
     default: 'false',
   },
+  'metrics-bind-address': {
+    kind: 'string',
+    help: 'address for /metrics and /debug/graph (0 disables)',
+    default: ':8080',
+    validate: validAddress,
+  },
+  'health-probe-bind-address': {
+    kind: 'string',
+    help: 'address for /healthz and /readyz (0 disables)',
+    default: ':8081',
+    validate: validAddress,
+  },
+  'leader-elect': {
+    kind: 'bool',
+    help: 'run as one of several replicas: only the holder of a Lease decides and writes',
+    default: 'false',
+  },
+  'leader-elect-lease-duration': {
+    kind: 'duration',
+    help: 'how long standbys wait before taking a lease that is not renewed',
+    default: '15s',
+  },
+  'leader-elect-renew-deadline': {
+    kind: 'duration',
+    help: 'how long the leader keeps trying to renew before it stops',
+    default: '10s',
+  },
+  'leader-elect-retry-period': {
+    kind: 'duration',
+    help: 'interval between attempts to acquire or renew the lease',
+    default: '2s',
+    validate: atLeast(100),
+  },
+  'leader-elect-resource-namespace': {
+    kind: 'string',
+    help: "namespace of the Lease (default: the pod's namespace in a cluster, else kubegc-system)",
+  },
+  'leader-elect-resource-name': { kind: 'string', help: 'name of the Lease', default: 'kubegc' },
   'log-level': {
     kind: 'string',
     help: `one of ${LEVELS.join(', ')}`,
@@ -96,44 +151,129 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  const leaseDuration = flags['leader-elect-lease-duration'] as number;
+  const renewDeadline = flags['leader-elect-renew-deadline'] as number;
+  const retryPeriod = flags['leader-elect-retry-period'] as number;
+  if (flags['leader-elect']) {
+    // client-go's validation of the three durations.
+    if (leaseDuration <= renewDeadline)
+      throw new UsageError(
+        '--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline',
+      );
+    if (renewDeadline <= retryPeriod * 1.2)
+      throw new UsageError(
+        '--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period',
+      );
+  }
+  const metrics = createControllerMetrics();
   const client = await KubeClient.create(kc, {
     qps: flags['kube-api-qps'] as number,
     burst: flags['kube-api-burst'] as number,
     requestTimeoutMs: flags['request-timeout'] as number,
     userAgent: `kubegc/${VERSION}`,
+    onRequest: metrics.apiRequest,
   });
-  const gc = new GarbageCollector(client, log, {
-    workers: flags.workers as number,
-    discoveryPeriodMs: flags['discovery-period'] as number,
-    ignoredResources: flags['ignored-resources'] as string[],
-    dryRun: flags['dry-run'] as boolean,
-    initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
+  let elector: LeaderElector | undefined;
+  let writesAllowed = !flags['leader-elect'];
+  const gc = new GarbageCollector(
+    client,
+    log,
+    {
+      workers: flags.workers as number,
+      discoveryPeriodMs: flags['discovery-period'] as number,
+      ignoredResources: flags['ignored-resources'] as string[],
+      dryRun: flags['dry-run'] as boolean,
+      initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
+      allowWrites: () => writesAllowed,
+    },
+    metrics.gc,
+  );
+  metrics.bind({
+    graphNodes: () => gc.graph.order,
+    virtualNodes: () => gc.graph.countVirtual(),
+    monitoredResources: () => gc.monitoredResources(),
+    queues: () => [gc.deleteQueue, gc.orphanQueue],
+    isLeader: () => writesAllowed,
+  });
+  const server = await startObservabilityServer({
+    metricsAddress: flags['metrics-bind-address'] as string,
+    healthAddress: flags['health-probe-bind-address'] as string,
+    registry: metrics.registry,
+    healthz: () => {
+      const stalled = gc.stalledInformers();
+      return stalled.length === 0
+        ? { ok: true }
+        : { ok: false, reason: `watches stalled: ${stalled.join(', ')}` };
+    },
+    readyz: () => (gc.synced ? { ok: true } : { ok: false, reason: 'initial sync not done' }),
+    routes: { '/debug/graph': debugGraphRoute(gc.graph) },
   });
   log.info('kubegc controller starting', {
     version: VERSION,
     server: client.server.toString(),
     dryRun: flags['dry-run'],
+    metricsAddress: server.metrics ?? 'disabled',
+    healthAddress: server.health ?? 'disabled',
+    leaderElection: flags['leader-elect'],
   });
 
   let stopping = false;
   const stopped = new Promise<number>((resolve) => {
-    const stop = (signal: string): void => {
+    const stop = (signal: string, code: number): void => {
       if (stopping) return;
       stopping = true;
       log.info('stopping', { signal });
-      gc.stop()
-        .then(() => {
-          client.close();
-          resolve(0);
-        })
+      (async () => {
+        await elector?.stop();
+        await gc.stop();
+        await server.close();
+        client.close();
+      })()
+        .then(() => resolve(code))
         .catch((err: unknown) => {
           log.error('error while stopping', { error: (err as Error).message });
           resolve(1);
         });
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM', 0));
+    process.once('SIGINT', () => stop('SIGINT', 0));
+    if (flags['leader-elect']) {
+      const namespace =
+        (flags['leader-elect-resource-namespace'] as string | undefined) ??
+        readNamespaceFile() ??
+        'kubegc-system';
+      elector = new LeaderElector(client, log, {
+        namespace,
+        name: flags['leader-elect-resource-name'] as string,
+        identity: `${os.hostname()}_${randomUUID()}`,
+        leaseDurationMs: leaseDuration,
+        renewDeadlineMs: renewDeadline,
+        retryPeriodMs: retryPeriod,
+      });
+      const campaign = elector.run(() => {
+        // Like kube-controller-manager: a replica that lost the lease stops
+        // writing at once and exits, to come back as a standby.
+        writesAllowed = false;
+        stop('leader lease lost', 1);
+      });
+      void (async () => {
+        await gc.sync();
+        await campaign;
+        if (stopping || !elector.isLeader) return;
+        writesAllowed = true;
+        gc.startWorkers();
+      })();
+    } else {
+      void gc.start();
+    }
   });
-  await gc.start();
   return stopped;
+}
+
+function readNamespaceFile(): string | undefined {
+  try {
+    return readFileSync(SA_NAMESPACE_FILE, 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -118,7 +118,7 @@ export function formatFlags(specs: FlagSpecs): string {
     .map(([name, s]) => {
       const left = `  --${name}${s.kind === 'bool' ? '' : ` ${s.kind}`}`;
       const def = s.default !== undefined && s.default !== '' ? ` (default ${s.default})` : '';
-      return `${left.padEnd(38)} ${s.help}${def}`;
+      return `${left.padEnd(48)} ${s.help}${def}`;
     })
     .join('\n');
 }

@@ -26,6 +26,8 @@ import type { GcApi } from './operations.ts';
 
 export interface GcMetricsHooks {
   deletion?(resource: string, policy: DeletionPropagation, dryRun: boolean): void;
+  /** Seconds from the owner known gone to the dependent's DELETE issued. */
+  decisionLatency?(seconds: number): void;
   orphaning?(resource: string, dryRun: boolean): void;
 }
 
@@ -162,9 +164,11 @@ async function classifyOwner(
   // The absent-owner cache is checked before resolving the kind, as upstream
   // does: a cluster-scoped key, then one in the dependent's namespace.
   for (const ns of ['', dependentNamespace]) {
-    if (ctx.absent.has(coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid))) {
-      return { ref, state: 'dangling', detail: 'absent-owner-cache' };
-    }
+    const since = ctx.absent.goneSince(
+      coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid),
+    );
+    if (since !== undefined)
+      return { ref, state: 'dangling', detail: 'absent-owner-cache', goneSince: since };
   }
   const ownerResource = resolve(ctx, ref.apiVersion, ref.kind);
   if (ownerResource.namespaced && !dependentNamespace) {
@@ -184,7 +188,11 @@ async function classifyOwner(
       : { found: false },
   );
   if (classified.state === 'dangling') {
-    ctx.absent.add(coordinatesKey(ref.apiVersion, ref.kind, ownerNamespace, ref.name, ref.uid));
+    classified.goneSince = Date.now();
+    ctx.absent.add(
+      coordinatesKey(ref.apiVersion, ref.kind, ownerNamespace, ref.name, ref.uid),
+      classified.goneSince,
+    );
     reportInvalidNamespace(ctx, live, ref, ownerNamespace);
   }
   return classified;

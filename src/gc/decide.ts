@@ -29,6 +29,8 @@ export interface ClassifiedOwner {
   state: OwnerState;
   /** Why, for logs: 'absent-owner-cache', 'not-found', 'uid-mismatch', ... */
   detail: string;
+  /** For dangling owners: when the owner was first known gone (ms since epoch). */
+  goneSince?: number;
 }
 
 /** Classifies one owner reference from a live lookup (section 3.5 of the reference). */

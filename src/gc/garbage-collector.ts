@@ -38,6 +38,8 @@ export interface GarbageCollectorOptions {
   /** Workers start when every informer has listed once, or after this long. */
   initialSyncTimeoutMs: number;
   informer?: Partial<InformerOptions>;
+  /** Consulted before every write (leader election); default: always. */
+  allowWrites?: () => boolean;
 }
 
 export const DEFAULT_GC_OPTIONS: GarbageCollectorOptions = {
@@ -72,7 +74,9 @@ export class GarbageCollector {
   private discoveryTimer: NodeJS.Timeout | undefined;
   private discovering: Promise<void> | undefined;
   private stopped = false;
-  /** Initial sync finished (or timed out) and the workers run. */
+  /** Initial sync finished (or timed out): the graph is warm. */
+  synced = false;
+  /** The workers run (this process decides and writes). */
   started = false;
   lastDiscoveryError: string | undefined;
 
@@ -125,7 +129,7 @@ export class GarbageCollector {
       metrics.graphChanges,
     );
     this.ctx = {
-      api: new GcApi(client),
+      api: new GcApi(client, this.opts.allowWrites),
       graph: this.graph,
       absent: this.absent,
       mapper: () => this.mapper,
@@ -141,8 +145,17 @@ export class GarbageCollector {
   private readonly metrics: GarbageCollectorMetrics;
   private readonly ctx: GcContext;
 
-  /** Discovers, starts the informers, waits (bounded) for their first lists, then starts the workers. */
+  /** sync() then startWorkers(): for a process that needs no leader election. */
   async start(): Promise<void> {
+    await this.sync();
+    this.startWorkers();
+  }
+
+  /**
+   * Discovers, starts the informers and waits (bounded) for their first lists.
+   * The graph is then warm: a standby replica stops here until it leads.
+   */
+  async sync(): Promise<void> {
     // Never start from an empty discovery: retry until the server tells us something.
     for (let delay = 1000; !this.stopped; delay = Math.min(delay * 2, 30_000)) {
       await this.runDiscovery();
@@ -174,7 +187,12 @@ export class GarbageCollector {
       );
     }
     await this.propagator.onIdle();
-    if (this.stopped) return;
+    this.synced = true;
+  }
+
+  /** Starts deciding and writing. Only the leader calls this. */
+  startWorkers(): void {
+    if (this.stopped || this.started) return;
     this.deleteQueue.start();
     this.orphanQueue.start();
     this.started = true;
@@ -253,8 +271,14 @@ export class GarbageCollector {
     }
   }
 
-  get synced(): boolean {
-    return this.started;
+  /** Informers unable to watch for longer than the watchdog can repair. */
+  stalledInformers(): string[] {
+    const now = Date.now();
+    return [...this.informers.entries()].filter(([, i]) => i.stalled(now)).map(([k]) => k);
+  }
+
+  monitoredResources(): Map<string, boolean> {
+    return new Map([...this.informers.entries()].map(([k, i]) => [k, i.synced]));
   }
 
   async stop(): Promise<void> {

@@ -13,10 +13,19 @@ import { objectPath, type ObjectMeta, type ResourceInfo } from '../api/resources
 import { trimMeta } from '../informers/metadata-informer.ts';
 import type { DeletionPropagation } from './decide.ts';
 
+export class NotLeaderError extends Error {}
+
 export class GcApi {
   readonly client: KubeClient;
-  constructor(client: KubeClient) {
+  private readonly allowWrites: () => boolean;
+  constructor(client: KubeClient, allowWrites: () => boolean = () => true) {
     this.client = client;
+    this.allowWrites = allowWrites;
+  }
+
+  /** Checked right before every PATCH and DELETE: a replica that lost its lease writes nothing more. */
+  private guard(): void {
+    if (!this.allowWrites()) throw new NotLeaderError('not the leader: writes are stopped');
   }
 
   /** Live metadata of one object, or undefined if it does not exist. */
@@ -51,6 +60,7 @@ export class GcApi {
     const preconditions: { uid: string; resourceVersion?: string } = { uid: meta.uid };
     if (withResourceVersion && meta.resourceVersion)
       preconditions.resourceVersion = meta.resourceVersion;
+    this.guard();
     try {
       await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: policy, preconditions },
@@ -76,6 +86,7 @@ export class GcApi {
     uids: readonly string[],
   ): Promise<boolean> {
     const path = objectPath(r, target.namespace, target.name);
+    this.guard();
     try {
       await this.client.request('PATCH', path, {
         contentType: 'application/strategic-merge-patch+json',
@@ -117,6 +128,7 @@ export class GcApi {
   ): Promise<boolean> {
     let current: ObjectMeta | undefined = meta;
     for (let attempt = 0; attempt < 5 && current; attempt++) {
+      this.guard();
       try {
         await this.client.request('PATCH', objectPath(r, current.namespace, current.name), {
           contentType: 'application/merge-patch+json',
@@ -163,6 +175,7 @@ export class GcApi {
     for (let attempt = 0; attempt < 5; attempt++) {
       const meta = await this.getMeta(r, namespace, name);
       if (!meta || meta.uid !== uid || !meta.finalizers?.includes(finalizer)) return;
+      this.guard();
       try {
         await this.client.request('PATCH', objectPath(r, namespace, name), {
           contentType: 'application/merge-patch+json',

@@ -93,6 +93,18 @@ export class MetadataInformer {
     return this.syncedOnce;
   }
 
+  /**
+   * No event, bookmark, list or normally ended stream for longer than two full
+   * watch cycles plus the watchdog grace: the watch is stalled beyond what
+   * the watchdog could repair (e.g. the API server keeps failing).
+   */
+  stalled(now = Date.now()): boolean {
+    return (
+      now - this.lastActivity >
+      2 * (2 * this.opts.minWatchTimeoutSec * 1000) + this.opts.watchdogGraceMs
+    );
+  }
+
   /** Resolves once the first LIST has been delivered. */
   waitForSync(): Promise<void> {
     if (this.syncedOnce) return Promise.resolve();
@@ -212,11 +224,14 @@ export class MetadataInformer {
     const timeoutSec = Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random()));
     const abort = new AbortController();
     this.abort = abort;
-    this.lastActivity = Date.now();
+    const started = Date.now();
     // Restart a stream that has said nothing (not even a bookmark) well past its timeout.
     const watchdog = setInterval(
       () => {
-        if (Date.now() - this.lastActivity > timeoutSec * 1000 + this.opts.watchdogGraceMs) {
+        if (
+          Date.now() - Math.max(started, this.lastActivity) >
+          timeoutSec * 1000 + this.opts.watchdogGraceMs
+        ) {
           this.log.warn('watch stream silent; restarting it', {
             resource: this.resource.resource,
             group: this.resource.group,
@@ -284,5 +299,7 @@ export class MetadataInformer {
       clearInterval(watchdog);
     }
     if (gone) throw new GoneError();
+    // A stream that ran to its end (server timeout) shows the resource is being watched.
+    if (!abort.signal.aborted) this.lastActivity = Date.now();
   }
 }

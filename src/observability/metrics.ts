@@ -1,0 +1,179 @@
+// Prometheus metrics of `kubegc controller` on a private registry: client-go's
+// workqueue metrics (same names, label `name`), the upstream GC's
+// resources_sync_error counter, and kubegc's own. Every metric is listed in
+// the README's metrics table.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { GarbageCollectorMetrics } from '../gc/garbage-collector.ts';
+import type { WorkQueue, WorkQueueMetrics } from '../queue/workqueue.ts';
+
+const LATENCY_BUCKETS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10];
+
+export interface GcStateForMetrics {
+  graphNodes(): number;
+  virtualNodes(): number;
+  /** group-resource → synced */
+  monitoredResources(): Map<string, boolean>;
+  queues(): WorkQueue[];
+  isLeader(): boolean;
+}
+
+export interface ControllerMetrics {
+  registry: Registry;
+  gc: GarbageCollectorMetrics;
+  /** For KubeClient's onRequest. */
+  apiRequest(verb: string, status: number): void;
+  /** Binds the gauges that are read at scrape time. */
+  bind(state: GcStateForMetrics): void;
+}
+
+export function createControllerMetrics(registry = new Registry()): ControllerMetrics {
+  collectDefaultMetrics({ register: registry });
+  const r = [registry];
+
+  const depth = new Gauge({
+    name: 'workqueue_depth',
+    help: 'Current depth of workqueue',
+    labelNames: ['name'],
+    registers: r,
+  });
+  const adds = new Counter({
+    name: 'workqueue_adds_total',
+    help: 'Total number of adds handled by workqueue',
+    labelNames: ['name'],
+    registers: r,
+  });
+  const queueDuration = new Histogram({
+    name: 'workqueue_queue_duration_seconds',
+    help: 'How long in seconds an item stays in workqueue before being requested',
+    labelNames: ['name'],
+    buckets: LATENCY_BUCKETS,
+    registers: r,
+  });
+  const workDuration = new Histogram({
+    name: 'workqueue_work_duration_seconds',
+    help: 'How long in seconds processing an item from workqueue takes',
+    labelNames: ['name'],
+    buckets: LATENCY_BUCKETS,
+    registers: r,
+  });
+  const retries = new Counter({
+    name: 'workqueue_retries_total',
+    help: 'Total number of retries handled by workqueue',
+    labelNames: ['name'],
+    registers: r,
+  });
+  let state: GcStateForMetrics | undefined;
+  new Gauge({
+    name: 'workqueue_unfinished_work_seconds',
+    help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads.",
+    labelNames: ['name'],
+    registers: r,
+    collect() {
+      for (const q of state?.queues() ?? []) this.set({ name: q.name }, q.unfinishedWorkSeconds());
+    },
+  });
+  new Gauge({
+    name: 'workqueue_longest_running_processor_seconds',
+    help: 'How many seconds has the longest running processor for workqueue been running.',
+    labelNames: ['name'],
+    registers: r,
+    collect() {
+      for (const q of state?.queues() ?? [])
+        this.set({ name: q.name }, q.longestRunningProcessorSeconds());
+    },
+  });
+  const syncErrors = new Counter({
+    name: 'garbagecollector_controller_resources_sync_error_total',
+    help: 'Number of garbage collector resources sync errors (failed discovery of a group)',
+    registers: r,
+  });
+  new Gauge({
+    name: 'kubegc_graph_nodes',
+    help: 'Objects in the ownership graph, virtual nodes included',
+    registers: r,
+    collect() {
+      this.set(state?.graphNodes() ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_graph_virtual_nodes',
+    help: 'Owners known only from references, not observed yet',
+    registers: r,
+    collect() {
+      this.set(state?.virtualNodes() ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_monitored_resource_synced',
+    help: 'One series per watched resource: 1 once its informer has listed, else 0',
+    labelNames: ['resource'],
+    registers: r,
+    collect() {
+      this.reset();
+      for (const [resource, synced] of state?.monitoredResources() ?? [])
+        this.set({ resource }, synced ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_leader',
+    help: '1 while this process holds the leader lease (or runs without leader election), else 0',
+    registers: r,
+    collect() {
+      this.set(state?.isLeader() ? 1 : 0);
+    },
+  });
+  const deletions = new Counter({
+    name: 'kubegc_deletions_total',
+    help: 'Objects deleted by the garbage collector (dry_run="true": decided, not issued)',
+    labelNames: ['resource', 'policy', 'dry_run'],
+    registers: r,
+  });
+  const orphanings = new Counter({
+    name: 'kubegc_orphanings_total',
+    help: 'Dependents whose reference to an owner deleted with Orphan was removed',
+    labelNames: ['resource', 'dry_run'],
+    registers: r,
+  });
+  const apiRequests = new Counter({
+    name: 'kubegc_api_requests_total',
+    help: 'Requests to the API server by verb and HTTP status code (0: no response)',
+    labelNames: ['verb', 'code'],
+    registers: r,
+  });
+  const decisionLatency = new Histogram({
+    name: 'kubegc_decision_latency_seconds',
+    help: 'From the moment the graph learnt an owner is gone to the DELETE of a dependent being issued',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: r,
+  });
+
+  const workqueue: WorkQueueMetrics = {
+    add: (name) => adds.inc({ name }),
+    depth: (name, d) => depth.set({ name }, d),
+    queueLatency: (name, s) => queueDuration.observe({ name }, s),
+    workDuration: (name, s) => workDuration.observe({ name }, s),
+    retry: (name) => retries.inc({ name }),
+  };
+  const graphName = { name: 'garbage_collector_graph_changes' };
+  return {
+    registry,
+    gc: {
+      workqueue,
+      graphChanges: {
+        add: () => adds.inc(graphName),
+        depth: (d) => depth.set(graphName, d),
+        queueLatency: (s) => queueDuration.observe(graphName, s),
+        workDuration: (s) => workDuration.observe(graphName, s),
+      },
+      deletion: (resource, policy, dryRun) =>
+        deletions.inc({ resource, policy, dry_run: String(dryRun) }),
+      orphaning: (resource, dryRun) => orphanings.inc({ resource, dry_run: String(dryRun) }),
+      decisionLatency: (seconds) => decisionLatency.observe(seconds),
+      discoveryError: () => syncErrors.inc(),
+    },
+    apiRequest: (verb, status) => apiRequests.inc({ verb, code: String(status) }),
+    bind(s) {
+      state = s;
+    },
+  };
+}

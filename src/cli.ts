@@ -12,6 +12,10 @@ const COMMANDS: Record<string, { summary: string; load?: () => Promise<Command> 
     summary: 'owner-reference garbage collection for the whole cluster',
     load: async () => (await import('./cli/controller.ts')).controllerCommand,
   },
+  explain: {
+    summary: 'why an object is or is not being collected (read-only, any cluster)',
+    load: async () => (await import('./cli/explain.ts')).explainCommand,
+  },
   node: {
     summary: 'image and container garbage collection on this node over CRI',
     load: async () => (await import('./cli/node.ts')).nodeCommand,

@@ -31,13 +31,22 @@ interface AggregatedList {
         responseKind?: { group?: string; version?: string; kind?: string };
         scope?: string;
         verbs?: string[];
+        shortNames?: string[];
+        singularResource?: string;
       }[];
     }[];
   }[];
 }
 
 interface LegacyResourceList {
-  resources?: { name: string; kind: string; namespaced: boolean; verbs?: string[] }[];
+  resources?: {
+    name: string;
+    kind: string;
+    namespaced: boolean;
+    verbs?: string[];
+    shortNames?: string[];
+    singularName?: string;
+  }[];
 }
 interface LegacyGroupList {
   groups?: {
@@ -82,6 +91,7 @@ export async function discover(client: KubeClient): Promise<DiscoveryResult> {
             kind: r.responseKind?.kind ?? '',
             namespaced: r.scope === 'Namespaced',
             verbs: r.verbs ?? [],
+            names: [...(r.shortNames ?? []), ...(r.singularResource ? [r.singularResource] : [])],
           };
           if (!info.kind) continue;
           result.all.push(info);
@@ -103,6 +113,7 @@ function legacyResources(group: string, version: string, list: LegacyResourceLis
       kind: r.kind,
       namespaced: r.namespaced,
       verbs: r.verbs ?? [],
+      names: [...(r.shortNames ?? []), ...(r.singularName ? [r.singularName] : [])],
     }));
 }
 

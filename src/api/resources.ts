@@ -9,6 +9,8 @@ export interface ResourceInfo {
   kind: string;
   namespaced: boolean;
   verbs: readonly string[];
+  /** Short names and the singular name, for command-line lookups (`deploy`, `deployment`). */
+  names?: readonly string[];
 }
 
 export interface OwnerReference {

@@ -173,7 +173,6 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     userAgent: `kubegc/${VERSION}`,
     onRequest: metrics.apiRequest,
   });
-  let elector: LeaderElector | undefined;
   let writesAllowed = !flags['leader-elect'];
   const gc = new GarbageCollector(
     client,
@@ -217,8 +216,30 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     leaderElection: flags['leader-elect'],
   });
 
+  let elector: LeaderElector | undefined;
+  let leaseClient: KubeClient | undefined;
+  if (flags['leader-elect']) {
+    const namespace =
+      (flags['leader-elect-resource-namespace'] as string | undefined) ??
+      readNamespaceFile() ??
+      'kubegc-system';
+    // Its own client: lease renewals must never wait behind the GC's own rate limit.
+    leaseClient = await KubeClient.create(kc, {
+      qps: 0,
+      userAgent: `kubegc/${VERSION} leader-election`,
+    });
+    elector = new LeaderElector(leaseClient, log, {
+      namespace,
+      name: flags['leader-elect-resource-name'] as string,
+      identity: `${os.hostname()}_${randomUUID()}`,
+      leaseDurationMs: leaseDuration,
+      renewDeadlineMs: renewDeadline,
+      retryPeriodMs: retryPeriod,
+    });
+  }
+
   let stopping = false;
-  const stopped = new Promise<number>((resolve) => {
+  return new Promise<number>((resolve) => {
     const stop = (signal: string, code: number): void => {
       if (stopping) return;
       stopping = true;
@@ -228,6 +249,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
         await gc.stop();
         await server.close();
         client.close();
+        leaseClient?.close();
       })()
         .then(() => resolve(code))
         .catch((err: unknown) => {
@@ -237,37 +259,25 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     };
     process.once('SIGTERM', () => stop('SIGTERM', 0));
     process.once('SIGINT', () => stop('SIGINT', 0));
-    if (flags['leader-elect']) {
-      const namespace =
-        (flags['leader-elect-resource-namespace'] as string | undefined) ??
-        readNamespaceFile() ??
-        'kubegc-system';
-      elector = new LeaderElector(client, log, {
-        namespace,
-        name: flags['leader-elect-resource-name'] as string,
-        identity: `${os.hostname()}_${randomUUID()}`,
-        leaseDurationMs: leaseDuration,
-        renewDeadlineMs: renewDeadline,
-        retryPeriodMs: retryPeriod,
-      });
-      const campaign = elector.run(() => {
-        // Like kube-controller-manager: a replica that lost the lease stops
-        // writing at once and exits, to come back as a standby.
-        writesAllowed = false;
-        stop('leader lease lost', 1);
-      });
-      void (async () => {
-        await gc.sync();
-        await campaign;
-        if (stopping || !elector.isLeader) return;
-        writesAllowed = true;
-        gc.startWorkers();
-      })();
-    } else {
+    if (!elector) {
       void gc.start();
+      return;
     }
+    const leader = elector;
+    const campaign = leader.run(() => {
+      // Like kube-controller-manager: a replica that lost the lease stops
+      // writing at once and exits, to come back as a standby.
+      writesAllowed = false;
+      stop('leader lease lost', 1);
+    });
+    void (async () => {
+      await gc.sync();
+      await campaign;
+      if (stopping || !leader.isLeader) return;
+      writesAllowed = true;
+      gc.startWorkers();
+    })();
   });
-  return stopped;
 }
 
 function readNamespaceFile(): string | undefined {

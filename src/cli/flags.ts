@@ -10,6 +10,8 @@ export interface FlagSpec {
   kind: FlagKind;
   help: string;
   default?: string;
+  /** One-letter alias, e.g. 'n' for `-n` (kubectl style). */
+  short?: string;
   /** Extra validation of the parsed value; returns an error message or undefined. */
   validate?: (value: unknown) => string | undefined;
 }
@@ -87,13 +89,23 @@ export function parseFlags(argv: string[], specs: FlagSpecs): Parsed {
       args.push(...argv.slice(i + 1));
       break;
     }
+    let name: string;
+    let eq: number;
     if (!a.startsWith('--')) {
-      if (a.startsWith('-') && a !== '-') throw new UsageError(`unknown flag ${a}`);
-      args.push(a);
-      continue;
+      if (!a.startsWith('-') || a === '-') {
+        args.push(a);
+        continue;
+      }
+      const alias = Object.entries(specs).find(
+        ([, spec]) => spec.short !== undefined && a.startsWith(`-${spec.short}`),
+      );
+      if (!alias || (a.length > 2 && a[2] !== '=')) throw new UsageError(`unknown flag ${a}`);
+      name = alias[0];
+      eq = a.length > 2 ? 2 : -1;
+    } else {
+      eq = a.indexOf('=');
+      name = a.slice(2, eq === -1 ? undefined : eq);
     }
-    const eq = a.indexOf('=');
-    const name = a.slice(2, eq === -1 ? undefined : eq);
     const spec = specs[name];
     if (!spec) throw new UsageError(`unknown flag --${name}`);
     let raw: string;
@@ -116,7 +128,7 @@ export function parseFlags(argv: string[], specs: FlagSpecs): Parsed {
 export function formatFlags(specs: FlagSpecs): string {
   return Object.entries(specs)
     .map(([name, s]) => {
-      const left = `  --${name}${s.kind === 'bool' ? '' : ` ${s.kind}`}`;
+      const left = `  ${s.short ? `-${s.short}, ` : ''}--${name}${s.kind === 'bool' ? '' : ` ${s.kind}`}`;
       const def = s.default !== undefined && s.default !== '' ? ` (default ${s.default})` : '';
       return `${left.padEnd(48)} ${s.help}${def}`;
     })

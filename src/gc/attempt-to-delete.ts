@@ -1,6 +1,7 @@
 // The attempt-to-delete worker: gathers the inputs of a decision (graph
 // snapshot, live reads of the object and its owners), asks decide.ts, and
 // carries the decision out with guarded API calls.
+import { ApiError } from '../api/client.ts';
 import {
   groupResource,
   type ObjectMeta,
@@ -57,7 +58,52 @@ function resolve(ctx: GcContext, apiVersion: string, kind: string): ResourceInfo
   return r;
 }
 
+/** Objects already told about a problem, so a retried failure records one event, not one per retry. */
+const reported = new Map<string, true>();
+const REPORTED_CAPACITY = 10_000;
+
+/** A Warning event on an object, for a reason a user can fix; at most once per object and reason. */
+function warnOnce(ctx: GcContext, uid: string, reason: string, note: string): void {
+  const key = `${uid}/${reason}`;
+  if (reported.has(key) || !ctx.events) return;
+  reported.set(key, true);
+  if (reported.size > REPORTED_CAPACITY) {
+    const oldest = reported.keys().next().value;
+    if (oldest !== undefined) reported.delete(oldest);
+  }
+  const n = ctx.graph.get(uid);
+  if (!n || n.virtual) return;
+  ctx.events.warning(
+    {
+      apiVersion: n.apiVersion,
+      kind: n.kind,
+      namespace: n.namespace || undefined,
+      name: n.name,
+      uid,
+    },
+    reason,
+    'GarbageCollect',
+    note,
+  );
+}
+
 export async function attemptToDelete(ctx: GcContext, uid: string): Promise<ProcessResult> {
+  try {
+    return await attemptToDeleteItem(ctx, uid);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) {
+      warnOnce(
+        ctx,
+        uid,
+        'GarbageCollectionForbidden',
+        `kubegc may not collect this object: ${err.message}`,
+      );
+    }
+    throw err;
+  }
+}
+
+async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const snap = ctx.graph.snapshot(uid);
   if (!snap) return done;
   if (snap.beingDeleted && !snap.deletingDependents) return done;
@@ -65,6 +111,11 @@ export async function attemptToDelete(ctx: GcContext, uid: string): Promise<Proc
   try {
     resource = resolve(ctx, snap.apiVersion, snap.kind);
   } catch (err) {
+    // An owner of an unknown kind: its dependents are kept, and told why.
+    if (snap.virtual) {
+      for (const dep of snap.dependents)
+        warnOnce(ctx, dep.uid, 'OwnerRefUnresolvable', `${(err as Error).message}; kept`);
+    }
     return failed(err);
   }
   if (resource.namespaced && !snap.namespace) {
@@ -108,6 +159,8 @@ async function decideAndAct(
     try {
       owners.push(await classifyOwner(ctx, live, ref));
     } catch (err) {
+      if (err instanceof UnresolvableKindError)
+        warnOnce(ctx, live.uid, 'OwnerRefUnresolvable', `${err.message}; kept`);
       return failed(err);
     }
   }

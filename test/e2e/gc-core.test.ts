@@ -2,6 +2,7 @@
 // deletion and the owner classifications of section 3 of the reference.
 // One kubegc process serves the whole file; each test has its own namespace.
 import { randomUUID } from 'node:crypto';
+import * as k8s from '@kubernetes/client-node';
 import type { Cluster } from '../../cluster/controlplane.ts';
 import {
   clients,
@@ -230,6 +231,14 @@ test('an unserved owner kind keeps its dependent (logged), and a cluster-scoped 
     'the invalid cluster-scoped dependent',
     (l) => l.msg === 'not collecting object' && l.uid === clusterScopedDependent.uid,
   );
+  // The user is told why, on the object itself.
+  const events = c.kc.makeApiClient(k8s.EventsV1Api);
+  const event = await waitFor('an OwnerRefUnresolvable event on the kept dependent', async () =>
+    (await events.listNamespacedEvent({ namespace: unservedNs })).items.find(
+      (e) => e.reason === 'OwnerRefUnresolvable' && e.regarding?.uid === unservedDependent.uid,
+    ),
+  );
+  expect(event.note).toContain('Widget');
   const remaining = Math.max(0, 60_000 - (Date.now() - keptSince));
   await staysTrue(
     'both objects to exist',

@@ -119,12 +119,17 @@ export async function startController(
   cluster: Cluster,
   extra: string[] = [],
 ): Promise<KubegcProcess> {
+  // Ephemeral ports: several kubegc processes may run at once (leader election tests).
   const proc = runKubegc([
     'controller',
     '--kubeconfig',
     cluster.kubeconfig,
     '--discovery-period',
     '5s',
+    '--metrics-bind-address',
+    '127.0.0.1:0',
+    '--health-probe-bind-address',
+    '127.0.0.1:0',
     ...extra,
   ]);
   await proc.waitForLog(
@@ -132,4 +137,11 @@ export async function startController(
     (l) => l.msg === 'garbage collector started',
   );
   return proc;
+}
+
+/** Where a started kubegc serves /metrics (and /debug/graph) and its health probes. */
+export function addresses(proc: KubegcProcess): { metrics: string; health: string } {
+  const l = proc.lines.find((x) => x.msg === 'kubegc controller starting');
+  if (!l) throw new Error('kubegc has not logged its start line yet');
+  return { metrics: String(l.metricsAddress), health: String(l.healthAddress) };
 }

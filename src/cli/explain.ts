@@ -1,0 +1,80 @@
+// `kubegc explain RESOURCE/NAME [-n NAMESPACE] [-o text|json]`: read-only.
+import { KubeClient, loadKubeConfig } from '../api/client.ts';
+import { ExplainError, explain, renderExplanation } from '../explain/explain.ts';
+import { VERSION } from '../version.ts';
+import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
+
+export const EXPLAIN_FLAGS: FlagSpecs = {
+  namespace: {
+    kind: 'string',
+    short: 'n',
+    help: 'namespace of a namespaced object (default: default)',
+  },
+  output: {
+    kind: 'string',
+    short: 'o',
+    help: 'text or json',
+    default: 'text',
+    validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
+  },
+  kubeconfig: {
+    kind: 'string',
+    help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
+  },
+  help: { kind: 'bool', help: 'show this help' },
+};
+
+export const EXPLAIN_USAGE = `usage: kubegc explain RESOURCE/NAME [-n NAMESPACE] [-o text|json]
+
+Explains, from the cluster alone, why an object is or is not being garbage
+collected: its owner chain up, its dependents down, their finalizers,
+deletionTimestamp and blockOwnerDeletion, and what blocks what. Read-only.
+
+examples:
+  kubegc explain deployment/web -n shop
+  kubegc explain replicasets.apps/web-6d4b -n shop -o json
+  kubegc explain clusterrole/aggregate-view
+
+flags:
+${formatFlags(EXPLAIN_FLAGS)}`;
+
+export async function explainCommand(argv: string[]): Promise<number> {
+  const { flags, args } = parseFlags(argv, EXPLAIN_FLAGS);
+  if (flags.help) {
+    console.log(EXPLAIN_USAGE);
+    return 0;
+  }
+  const [target, ...extra] = args;
+  if (!target || extra.length > 0)
+    throw new UsageError('explain takes exactly one RESOURCE/NAME (see kubegc explain --help)');
+  const slash = target.indexOf('/');
+  if (slash <= 0 || slash === target.length - 1)
+    throw new UsageError(`"${target}" is not RESOURCE/NAME (e.g. deployment/web)`);
+  let kc;
+  try {
+    kc = loadKubeConfig(flags.kubeconfig as string | undefined);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const client = await KubeClient.create(kc, { userAgent: `kubegc/${VERSION} explain` });
+  try {
+    const result = await explain(
+      client,
+      target.slice(0, slash),
+      target.slice(slash + 1),
+      flags.namespace as string | undefined,
+    );
+    process.stdout.write(
+      flags.output === 'json' ? `${JSON.stringify(result, null, 2)}\n` : renderExplanation(result),
+    );
+    return 0;
+  } catch (err) {
+    if (err instanceof ExplainError) {
+      console.error(`kubegc explain: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    client.close();
+  }
+}

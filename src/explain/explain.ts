@@ -1,0 +1,328 @@
+// `kubegc explain`: why an object is or is not being collected, read from the
+// cluster alone (not from a running controller). It reuses the decision
+// functions of src/gc/decide.ts, so it says what kubegc would do.
+import { METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
+import { discover } from '../api/discovery.ts';
+import {
+  RestMapper,
+  collectionPath,
+  groupResource,
+  groupVersion,
+  isDeletable,
+  type ObjectMeta,
+  type OwnerReference,
+  type ResourceInfo,
+} from '../api/resources.ts';
+import { GcApi } from '../gc/operations.ts';
+import { classifyLookup, decide, type ClassifiedOwner } from '../gc/decide.ts';
+import { trimMeta } from '../informers/metadata-informer.ts';
+import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from '../graph/propagator.ts';
+
+export interface ExplainedOwner {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller: boolean;
+  blockOwnerDeletion: boolean;
+  /** solid, dangling, waiting, invalid, unresolvable */
+  state: string;
+  detail: string;
+  /** The owner's own explanation, up the chain (absent when it is gone or unresolvable). */
+  object?: ExplainedObject;
+}
+
+export interface ExplainedObject {
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+  uid: string;
+  finalizers: string[];
+  deletionTimestamp?: string;
+  /** In plain words: what happens to it, and what blocks it. */
+  status: string;
+  owners: ExplainedOwner[];
+  /** Down the tree; blockOwnerDeletion is that of the dependent's reference to this object. */
+  dependents: (ExplainedObject & { blockOwnerDeletion: boolean })[];
+}
+
+export class ExplainError extends Error {}
+
+const MAX_DEPTH = 10;
+
+/** Finds the resource an operator means by `deploy`, `deployment`, `deployments`, `deployments.apps`... */
+export function findResource(resources: ResourceInfo[], text: string): ResourceInfo | undefined {
+  const t = text.toLowerCase();
+  const dot = t.indexOf('.');
+  const [name, group] = dot === -1 ? [t, undefined] : [t.slice(0, dot), t.slice(dot + 1)];
+  const matches = resources.filter(
+    (r) =>
+      (group === undefined || r.group === group) &&
+      (r.resource === name || r.kind.toLowerCase() === name || (r.names ?? []).includes(name)),
+  );
+  // Prefer the core group and then the built-in groups, as kubectl does.
+  return (
+    matches.find((r) => r.group === '') ?? matches.find((r) => !r.group.includes('.')) ?? matches[0]
+  );
+}
+
+function describeRef(r: { apiVersion: string; kind: string; name: string }): string {
+  return `${r.kind} ${r.name} (${r.apiVersion})`;
+}
+
+export async function explain(
+  client: KubeClient,
+  resourceText: string,
+  name: string,
+  namespace: string | undefined,
+): Promise<ExplainedObject> {
+  const d = await discover(client);
+  if (d.all.length === 0) throw new ExplainError('discovery returned no resources');
+  const mapper = new RestMapper(d.all);
+  const resource = findResource(d.preferred, resourceText);
+  if (!resource)
+    throw new ExplainError(`the server doesn't have a resource type "${resourceText}"`);
+  const ns = resource.namespaced ? (namespace ?? 'default') : undefined;
+  const api = new GcApi(client, () => false);
+  const live = await api.getMeta(resource, ns, name);
+  if (!live)
+    throw new ExplainError(
+      `${groupResource(resource)} "${name}" not found${ns ? ` in namespace ${ns}` : ''}`,
+    );
+
+  // Everything that may reference the object: the namespace (for a namespaced
+  // object) or the whole cluster (for a cluster-scoped one).
+  const byOwner = new Map<string, { r: ResourceInfo; meta: ObjectMeta }[]>();
+  const listable = d.preferred.filter(isDeletable).filter((r) => (ns ? r.namespaced : true));
+  await Promise.all(
+    listable.map(async (r) => {
+      let cont: string | undefined;
+      do {
+        const page = await client
+          .request<{
+            metadata?: { continue?: string };
+            items?: { metadata?: Parameters<typeof trimMeta>[0] }[];
+          }>('GET', collectionPath(r, ns), {
+            accept: METADATA_LIST_ACCEPT,
+            query: { limit: 500, continue: cont },
+            verb: 'LIST',
+          })
+          .catch(() => ({ items: [], metadata: { continue: undefined } }));
+        for (const item of page.items ?? []) {
+          const meta = trimMeta(item.metadata);
+          for (const ref of meta?.ownerReferences ?? []) {
+            if (!meta) continue;
+            const list = byOwner.get(ref.uid) ?? [];
+            list.push({ r, meta });
+            byOwner.set(ref.uid, list);
+          }
+        }
+        cont = page.metadata?.continue || undefined;
+      } while (cont);
+    }),
+  );
+
+  const classify = async (
+    obj: ObjectMeta,
+    ref: OwnerReference,
+  ): Promise<{
+    owner: ClassifiedOwner | undefined;
+    ownerResource?: ResourceInfo;
+    ownerMeta?: ObjectMeta;
+    detail: string;
+  }> => {
+    const r = mapper.resolve(ref.apiVersion, ref.kind);
+    if (!r)
+      return {
+        owner: undefined,
+        detail: `owner kind ${ref.apiVersion} ${ref.kind} is not served: kept`,
+      };
+    if (r.namespaced && !obj.namespace) {
+      return {
+        owner: {
+          ref,
+          state: 'invalid',
+          detail: 'cluster-scoped object names a namespaced owner kind',
+        },
+        detail: 'invalid reference: never collected',
+      };
+    }
+    const meta = await api.getMeta(r, r.namespaced ? obj.namespace : undefined, ref.name);
+    const owner = classifyLookup(
+      ref,
+      meta
+        ? {
+            found: true,
+            uid: meta.uid,
+            deletionTimestamp: meta.deletionTimestamp,
+            finalizers: meta.finalizers,
+          }
+        : { found: false },
+    );
+    const detail =
+      owner.state === 'dangling'
+        ? owner.detail === 'uid-mismatch'
+          ? `owner ${describeRef(ref)} was replaced (another UID has its name)`
+          : `owner ${describeRef(ref)} not found`
+        : owner.state === 'waiting'
+          ? `owner ${describeRef(ref)} is deleting its dependents in the foreground`
+          : `owner ${describeRef(ref)} exists`;
+    return {
+      owner,
+      ownerResource: r,
+      ownerMeta: meta && meta.uid === ref.uid ? meta : undefined,
+      detail,
+    };
+  };
+
+  const statusOf = (
+    obj: ObjectMeta,
+    owners: ExplainedOwner[],
+    dependents: ExplainedObject['dependents'],
+  ): string => {
+    const finalizers = obj.finalizers ?? [];
+    if (obj.deletionTimestamp) {
+      if (finalizers.includes(FOREGROUND_FINALIZER)) {
+        const blocking = dependents.filter((x) => x.blockOwnerDeletion);
+        if (blocking.length === 0)
+          return 'deleting its dependents in the foreground: no blocking dependent left, the foregroundDeletion finalizer will be removed';
+        return `waiting for ${blocking.length} blocking dependent${blocking.length === 1 ? '' : 's'}: ${blocking.map((x) => `${x.kind} ${x.name}${x.finalizers.length ? ` (finalizers: ${x.finalizers.join(', ')})` : ''}`).join(', ')}`;
+      }
+      if (finalizers.includes(ORPHAN_FINALIZER))
+        return `being deleted with Orphan: ${dependents.length} dependent(s) will lose their reference, then it goes`;
+      return finalizers.length
+        ? `being deleted; waiting for finalizers: ${finalizers.join(', ')}`
+        : 'being deleted';
+    }
+    if (owners.length === 0) return 'no owner references: the garbage collector never deletes it';
+    const unresolvable = owners.find((o) => o.state === 'unresolvable');
+    if (unresolvable) return `${unresolvable.detail}`;
+    const decision = decide({
+      live: obj,
+      owners: owners.map((o) => ({
+        ref: o as OwnerReference,
+        state: o.state as ClassifiedOwner['state'],
+        detail: o.detail,
+      })),
+      dependents: dependents.map((x) => ({
+        uid: x.uid,
+        blockOwnerDeletion: x.blockOwnerDeletion,
+        deletingDependents: x.finalizers.includes(FOREGROUND_FINALIZER) && !!x.deletionTimestamp,
+        beingDeleted: !!x.deletionTimestamp,
+      })),
+    });
+    const reasons = owners.filter((o) => o.state !== 'solid').map((o) => o.detail);
+    switch (decision.action) {
+      case 'none':
+        return owners.some((o) => o.state === 'invalid')
+          ? 'a cluster-scoped object naming a namespaced owner kind: never collected'
+          : 'all owners exist: kept';
+      case 'removeOwnerReferences':
+        return `${reasons.join('; ')}: that reference will be removed, the object kept (another owner exists)`;
+      case 'delete':
+        return `${reasons.join('; ')}: will be collected (DELETE with propagationPolicy ${decision.policy})`;
+    }
+  };
+
+  const seen = new Set<string>();
+  const down = async (
+    r: ResourceInfo,
+    obj: ObjectMeta,
+    depth: number,
+  ): Promise<ExplainedObject['dependents']> => {
+    if (depth > MAX_DEPTH) return [];
+    const out: ExplainedObject['dependents'] = [];
+    for (const dep of byOwner.get(obj.uid) ?? []) {
+      if (seen.has(dep.meta.uid)) continue;
+      seen.add(dep.meta.uid);
+      const ref = dep.meta.ownerReferences?.find((x) => x.uid === obj.uid);
+      const explained = await describe(dep.r, dep.meta, depth + 1, false);
+      out.push({ ...explained, blockOwnerDeletion: ref?.blockOwnerDeletion === true });
+    }
+    return out;
+  };
+  const describe = async (
+    r: ResourceInfo,
+    obj: ObjectMeta,
+    depth: number,
+    up: boolean,
+  ): Promise<ExplainedObject> => {
+    seen.add(obj.uid);
+    const owners: ExplainedOwner[] = [];
+    for (const ref of obj.ownerReferences ?? []) {
+      const c = await classify(obj, ref);
+      const o: ExplainedOwner = {
+        apiVersion: ref.apiVersion,
+        kind: ref.kind,
+        name: ref.name,
+        uid: ref.uid,
+        controller: ref.controller === true,
+        blockOwnerDeletion: ref.blockOwnerDeletion === true,
+        state: c.owner?.state ?? 'unresolvable',
+        detail: c.detail,
+      };
+      if (up && depth < MAX_DEPTH && c.ownerResource && c.ownerMeta && !seen.has(c.ownerMeta.uid)) {
+        o.object = await describe(c.ownerResource, c.ownerMeta, depth + 1, true);
+      }
+      owners.push(o);
+    }
+    const dependents = up && depth > 0 ? [] : await down(r, obj, depth);
+    return {
+      apiVersion: groupVersion(r),
+      kind: r.kind,
+      namespace: obj.namespace,
+      name: obj.name,
+      uid: obj.uid,
+      finalizers: obj.finalizers ?? [],
+      deletionTimestamp: obj.deletionTimestamp,
+      status: statusOf(obj, owners, dependents),
+      owners,
+      dependents,
+    };
+  };
+  return describe(resource, live, 0, true);
+}
+
+/** Human-readable rendering: the owner chain up, then the dependents tree down. */
+export function renderExplanation(e: ExplainedObject): string {
+  const lines: string[] = [];
+  const head = (o: ExplainedObject): string =>
+    `${o.kind} ${o.namespace ? `${o.namespace}/` : ''}${o.name}${o.deletionTimestamp ? ` [deleting since ${o.deletionTimestamp}]` : ''}${o.finalizers.length ? ` [finalizers: ${o.finalizers.join(', ')}]` : ''}`;
+  lines.push(head(e));
+  lines.push(`  status: ${e.status}`);
+  const ups = (o: ExplainedObject, indent: string): void => {
+    for (const ow of o.owners) {
+      const flags = [
+        ow.controller ? 'controller' : '',
+        ow.blockOwnerDeletion ? 'blockOwnerDeletion' : '',
+      ]
+        .filter(Boolean)
+        .join(', ');
+      lines.push(
+        `${indent}↑ owner ${ow.kind} ${ow.name}${flags ? ` (${flags})` : ''}: ${ow.detail}`,
+      );
+      if (ow.object) {
+        lines.push(`${indent}  ${head(ow.object)}: ${ow.object.status}`);
+        ups(ow.object, `${indent}  `);
+      }
+    }
+  };
+  if (e.owners.length) {
+    lines.push('owners:');
+    ups(e, '  ');
+  }
+  const downs = (o: ExplainedObject, indent: string): void => {
+    for (const d of o.dependents) {
+      lines.push(
+        `${indent}↓ ${head(d)}${d.blockOwnerDeletion ? ' (blockOwnerDeletion)' : ''}: ${d.status}`,
+      );
+      downs(d, `${indent}  `);
+    }
+  };
+  if (e.dependents.length) {
+    lines.push('dependents:');
+    downs(e, '  ');
+  }
+  return `${lines.join('\n')}\n`;
+}

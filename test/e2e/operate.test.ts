@@ -1,0 +1,378 @@
+// Operating kubegc: the deploy/ manifests and their RBAC, leader election
+// between two replicas, a real Prometheus scraping /metrics, /debug/graph and
+// `kubegc explain`, all against the real control plane.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type * as k8s from '@kubernetes/client-node';
+import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
+import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import { addresses, runKubegc, startController, type KubegcProcess } from '../support/kubegc.ts';
+import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
+
+const execFileAsync = promisify(execFile);
+
+let cluster: Cluster;
+let c: Clients;
+
+beforeAll(async () => {
+  cluster = await e2eCluster();
+  c = clients(cluster);
+});
+
+async function kubectl(...args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(
+    cluster.kubectl,
+    ['--kubeconfig', cluster.kubeconfig, ...args],
+    { cwd: REPO_ROOT },
+  );
+  return stdout;
+}
+
+async function kubegcCli(
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, [
+      '--disable-warning=ExperimentalWarning',
+      path.join(REPO_ROOT, 'src', 'cli.ts'),
+      ...args,
+    ]);
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test('deploy/: server dry run, real apply, and RBAC that grants the GC what it needs and no more', async () => {
+  // Server-side dry run of namespaced objects needs their namespace to exist.
+  await kubectl('create', 'namespace', 'kubegc-system');
+  const dry = await kubectl('apply', '-k', 'deploy/', '--dry-run=server');
+  expect(dry).toContain('deployment.apps/kubegc-controller created (server dry run)');
+  const applied = await kubectl('apply', '-k', 'deploy/');
+  for (const obj of [
+    'serviceaccount/kubegc-controller',
+    'clusterrole.rbac.authorization.k8s.io/kubegc-controller',
+    'clusterrolebinding.rbac.authorization.k8s.io/kubegc-controller',
+    'role.rbac.authorization.k8s.io/kubegc-controller-leader-election',
+    'deployment.apps/kubegc-controller',
+    'service/kubegc-metrics',
+  ]) {
+    expect(applied).toContain(obj);
+  }
+  const d = await c.apps.readNamespacedDeployment({
+    namespace: 'kubegc-system',
+    name: 'kubegc-controller',
+  });
+  expect(d.spec?.replicas).toBe(2);
+  const container = d.spec?.template.spec?.containers[0];
+  expect(container?.image).toBe('ghcr.io/kubegc/kubegc:0.1.0');
+  expect(container?.securityContext).toMatchObject({
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+  });
+  expect(d.spec?.template.spec?.securityContext?.runAsNonRoot).toBe(true);
+
+  const sa = 'system:serviceaccount:kubegc-system:kubegc-controller';
+  const can = async (...args: string[]): Promise<string> =>
+    (
+      await kubectl('auth', 'can-i', '--as', sa, ...args).catch((e: { stdout: string }) => e.stdout)
+    ).trim();
+  for (const verb of ['list', 'watch', 'delete', 'patch', 'get']) {
+    expect(await can(verb, 'pods', '-A')).toBe('yes');
+    expect(await can(verb, 'replicasets.apps', '-A')).toBe('yes');
+    expect(await can(verb, 'widgets.example.com', '-A')).toBe('yes');
+  }
+  expect(await can('create', 'events.events.k8s.io', '-n', 'default')).toBe('yes');
+  expect(await can('update', 'leases.coordination.k8s.io', '-n', 'kubegc-system')).toBe('yes');
+  // And no more: it never creates or updates workloads, nor takes leases elsewhere.
+  expect(await can('create', 'pods', '-n', 'default')).toBe('no');
+  expect(await can('update', 'deployments.apps', '-n', 'default')).toBe('no');
+  expect(await can('update', 'leases.coordination.k8s.io', '-n', 'default')).toBe('no');
+  expect(await can('create', 'secrets', '-n', 'default')).toBe('no');
+});
+
+test('leader election: exactly one of two replicas deletes; SIGKILL the leader and the other finishes the cascade', async () => {
+  const ns = await testNamespace(c.core, 'op-leader');
+  const lease = [
+    '--leader-elect',
+    '--leader-elect-resource-namespace',
+    ns,
+    '--leader-elect-lease-duration',
+    '4s',
+    '--leader-elect-renew-deadline',
+    '3s',
+    '--leader-elect-retry-period',
+    '500ms',
+  ];
+  const common = [
+    'controller',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--metrics-bind-address',
+    '127.0.0.1:0',
+    '--health-probe-bind-address',
+    '127.0.0.1:0',
+    ...lease,
+  ];
+  // A slow leader (client limited to 20 requests/s) so the cascade is still running when it dies.
+  const a = runKubegc([...common, '--kube-api-qps', '20', '--kube-api-burst', '1']);
+  await a.waitForLog('replica A to lead', (l) => l.msg === 'became leader');
+  const b = runKubegc(common);
+  try {
+    await b.waitForLog(
+      'replica B to sync its graph',
+      (l) => l.msg === 'waiting to acquire the leader lease',
+    );
+    const owner = await configMap(c, ns, 'owner');
+    await times(300, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]), 40);
+    await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+    await waitFor(
+      'the leader to start collecting',
+      async () => a.lines.some((l) => l.msg === 'deleted' && l.namespace === ns),
+      { intervalMs: 50 },
+    );
+    expect(b.lines.some((l) => l.msg === 'became leader')).toBe(false);
+    expect(b.lines.filter((l) => l.msg === 'deleted')).toEqual([]);
+    await a.kill();
+    const killedAt = Date.now();
+    const left = (await configMapNames(c, ns)).length;
+    expect(left).toBeGreaterThan(0);
+    await b.waitForLog('replica B to take over', (l) => l.msg === 'became leader', 30_000);
+    // client-go semantics: within about one lease duration of the last renewal.
+    expect(Date.now() - killedAt).toBeLessThan(4000 + 3000);
+    await waitFor(
+      'replica B to finish the cascade',
+      async () => (await configMapNames(c, ns)).length === 0,
+      { timeoutMs: 60_000 },
+    );
+    expect(b.lines.filter((l) => l.msg === 'deleted' && l.namespace === ns).length).toBeGreaterThan(
+      0,
+    );
+    // SIGTERM releases the lease.
+    await b.stop();
+    const l = (await c.kc
+      .makeApiClient((await import('@kubernetes/client-node')).CoordinationV1Api)
+      .readNamespacedLease({ namespace: ns, name: 'kubegc' })) as k8s.V1Lease;
+    expect(l.spec?.holderIdentity ?? '').toBe('');
+  } finally {
+    await a.kill();
+    await b.kill();
+  }
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      s.close(() =>
+        addr && typeof addr === 'object' ? resolve(addr.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+test('a real Prometheus scrapes kubegc during a cascade', async () => {
+  const ns = await testNamespace(c.core, 'op-prometheus');
+  const gc = await startController(cluster);
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-prom-'));
+  let prom: ChildProcess | undefined;
+  try {
+    const port = await freePort();
+    await fs.writeFile(
+      path.join(dir, 'prometheus.yml'),
+      `global: { scrape_interval: 1s }\nscrape_configs:\n  - job_name: kubegc\n    static_configs:\n      - targets: ['${addresses(gc).metrics}']\n`,
+    );
+    prom = spawn(
+      'prometheus',
+      [
+        `--config.file=${path.join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${path.join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
+      { stdio: 'ignore' },
+    );
+    const query = async (q: string): Promise<number | undefined> => {
+      const res = await fetch(
+        `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`,
+      );
+      const body = (await res.json()) as { data?: { result?: { value: [number, string] }[] } };
+      const v = body.data?.result?.[0]?.value[1];
+      return v === undefined ? undefined : Number(v);
+    };
+    const addsQuery = 'workqueue_adds_total{name="garbage_collector_attempt_to_delete"}';
+    const before = await waitFor(
+      'Prometheus to scrape kubegc',
+      () => query(addsQuery).catch(() => undefined),
+      { timeoutMs: 60_000 },
+    );
+
+    const owner = await configMap(c, ns, 'owner');
+    await times(50, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));
+    await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+    await waitFor('the cascade', async () => (await configMapNames(c, ns)).length === 0);
+    const deletedConfigMaps = (): number =>
+      gc.lines.filter((l) => l.msg === 'deleted' && l.resource === 'configmaps').length;
+    const scraped = await waitFor('Prometheus to see every deletion', async () => {
+      const v = await query('sum(kubegc_deletions_total{resource="configmaps",dry_run="false"})');
+      return v === deletedConfigMaps() ? v : undefined;
+    });
+    expect(scraped).toBeGreaterThanOrEqual(50);
+    expect(await query(addsQuery)).toBeGreaterThanOrEqual(before + 50);
+    expect(await query('kubegc_leader')).toBe(1);
+    expect(await query('kubegc_graph_nodes')).toBeGreaterThan(0);
+  } finally {
+    prom?.kill('SIGTERM');
+    await gc.stop();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('/debug/graph and kubegc explain: a Deployment tree, and an owner stuck in foreground deletion', async () => {
+  const ns = await testNamespace(c.core, 'op-explain');
+  const gc: KubegcProcess = await startController(cluster);
+  try {
+    const labels = { app: 'web' };
+    const d = await c.apps.createNamespacedDeployment({
+      namespace: ns,
+      body: {
+        metadata: { name: 'web' },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: { containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] },
+          },
+        },
+      },
+    });
+    const [rs, pods] = await waitFor('the ReplicaSet and 2 Pods', async () => {
+      const [r, p] = await Promise.all([
+        c.apps.listNamespacedReplicaSet({ namespace: ns }),
+        c.core.listNamespacedPod({ namespace: ns }),
+      ]);
+      return r.items.length === 1 && p.items.length === 2
+        ? ([r.items[0], p.items] as const)
+        : undefined;
+    });
+    const rsUid = rs?.metadata?.uid ?? '';
+    const url = `http://${addresses(gc).metrics}/debug/graph`;
+    const view = await waitFor('the tree in the debug graph', async () => {
+      const v = (await (await fetch(`${url}?format=json&uid=${rsUid}`)).json()) as {
+        nodes: { uid: string; kind: string }[];
+        edges: { owner: string; dependent: string }[];
+      };
+      return v.nodes.length === 4 ? v : undefined;
+    });
+    expect(view.nodes.map((n) => n.kind).sort()).toEqual([
+      'Deployment',
+      'Pod',
+      'Pod',
+      'ReplicaSet',
+    ]);
+    expect(view.edges).toContainEqual(
+      expect.objectContaining({ owner: d.metadata?.uid, dependent: rsUid }),
+    );
+    const dot = await (await fetch(`${url}?uid=${rsUid}`)).text();
+    expect(dot).toMatch(/^digraph full \{/);
+    expect(dot).toContain(`"${rsUid}" -> "${d.metadata?.uid ?? ''}"`);
+    expect((await fetch(`${url}?uid=nope`)).status).toBe(404);
+
+    const tree = await kubegcCli(
+      'explain',
+      'deploy/web',
+      '-n',
+      ns,
+      '--kubeconfig',
+      cluster.kubeconfig,
+    );
+    expect(tree.code).toBe(0);
+    expect(tree.stdout).toContain(`Deployment ${ns}/web`);
+    expect(tree.stdout).toContain(`ReplicaSet ${ns}/${rs?.metadata?.name ?? ''}`);
+    for (const p of pods) expect(tree.stdout).toContain(`Pod ${ns}/${p.metadata?.name ?? ''}`);
+    const json = JSON.parse(
+      (
+        await kubegcCli(
+          'explain',
+          `pod/${pods[0]?.metadata?.name ?? ''}`,
+          '-n',
+          ns,
+          '-o',
+          'json',
+          '--kubeconfig',
+          cluster.kubeconfig,
+        )
+      ).stdout,
+    ) as {
+      owners: {
+        kind: string;
+        state: string;
+        object?: { kind: string; owners: { kind: string }[] };
+      }[];
+    };
+    expect(json.owners[0]).toMatchObject({
+      kind: 'ReplicaSet',
+      state: 'solid',
+      object: { kind: 'ReplicaSet', owners: [{ kind: 'Deployment' }] },
+    });
+
+    // An owner stuck in foreground deletion behind a dependent with an extra finalizer.
+    const owner = await configMap(c, ns, 'stuck-owner');
+    await c.core.createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: {
+          name: 'holder',
+          finalizers: ['e2e.kubegc.io/hold'],
+          ownerReferences: [ownerRef(owner, { blockOwnerDeletion: true })],
+        },
+      },
+    });
+    await c.core.deleteNamespacedConfigMap({
+      namespace: ns,
+      name: 'stuck-owner',
+      propagationPolicy: 'Foreground',
+    });
+    await waitFor(
+      'the holder to be marked for deletion',
+      async () =>
+        (await c.core.readNamespacedConfigMap({ namespace: ns, name: 'holder' })).metadata
+          ?.deletionTimestamp !== undefined,
+    );
+    const stuck = await kubegcCli(
+      'explain',
+      'configmap/stuck-owner',
+      '-n',
+      ns,
+      '--kubeconfig',
+      cluster.kubeconfig,
+    );
+    expect(stuck.stdout).toMatch(
+      /waiting for 1 blocking dependent: ConfigMap holder \(finalizers: e2e\.kubegc\.io\/hold\)/,
+    );
+    await c.core.patchNamespacedConfigMap({
+      namespace: ns,
+      name: 'holder',
+      body: [{ op: 'remove', path: '/metadata/finalizers' }],
+    });
+
+    const missing = await kubegcCli(
+      'explain',
+      'configmap/none',
+      '-n',
+      ns,
+      '--kubeconfig',
+      cluster.kubeconfig,
+    );
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('not found');
+  } finally {
+    await gc.stop();
+  }
+});

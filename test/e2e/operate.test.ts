@@ -50,7 +50,7 @@ async function kubegcCli(
 
 test('deploy/: server dry run, real apply, and RBAC that grants the GC what it needs and no more', async () => {
   // Server-side dry run of namespaced objects needs their namespace to exist.
-  await kubectl('create', 'namespace', 'kubegc-system');
+  await kubectl('apply', '-f', 'deploy/namespace.yaml');
   const dry = await kubectl('apply', '-k', 'deploy/', '--dry-run=server');
   expect(dry).toContain('deployment.apps/kubegc-controller created (server dry run)');
   const applied = await kubectl('apply', '-k', 'deploy/');

@@ -11,6 +11,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.build.json \
+ && cp src/node/cri/runtime.proto dist/node/cri/runtime.proto \
  && npm prune --omit=dev --ignore-scripts
 
 FROM node:24-bookworm-slim

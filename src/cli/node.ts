@@ -1,6 +1,333 @@
-// `kubegc node`: image and container garbage collection over CRI (being built).
-import { UsageError } from './flags.ts';
+// `kubegc node`: image and container garbage collection on one node, over CRI
+// (the DaemonSet mode). Flags are named like the kubelet's.
+import os from 'node:os';
+import * as k8s from '@kubernetes/client-node';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { KubeClient, loadKubeConfig } from '../api/client.ts';
+import { createLogger, LEVELS, type Level, type Logger } from '../log.ts';
+import { ContainerGarbageCollector } from '../node/container-gc.ts';
+import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
+import { ImageGarbageCollector } from '../node/image-gc.ts';
+import { DEFAULT_IMAGE_GC_POLICY, validateImageGcPolicy } from '../node/image-gc-policy.ts';
+import { createNodeMetrics } from '../node/metrics.ts';
+import { NodeGc } from '../node/node-gc.ts';
+import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
+import { apiPodLister } from '../node/pods.ts';
+import { RuntimeConnection } from '../node/runtime.ts';
+import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
+import { VERSION } from '../version.ts';
+import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
-export function nodeCommand(_argv: string[]): Promise<number> {
-  return Promise.reject(new UsageError('"node" is not implemented in this version'));
+const atLeast = (min: number) => (v: unknown) =>
+  (v as number) < min ? `must be at least ${min}` : undefined;
+const validAddress = (v: unknown): string | undefined => {
+  try {
+    parseBindAddress(v as string);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+const minutes = (ms: number): string => `${ms / 60_000}m`;
+
+export const NODE_FLAGS: FlagSpecs = {
+  'cri-endpoint': {
+    kind: 'string',
+    help: "the runtime's CRI socket (kubelet: --container-runtime-endpoint; CRI-O: unix:///var/run/crio/crio.sock)",
+    default: 'unix:///run/containerd/containerd.sock',
+  },
+  'runtime-request-timeout': {
+    kind: 'duration',
+    help: 'deadline of every CRI call',
+    default: '2m',
+    validate: atLeast(100),
+  },
+  'node-name': {
+    kind: 'string',
+    help: 'this node (the DaemonSet passes spec.nodeName); default: $NODE_NAME, else the host name',
+  },
+  kubeconfig: {
+    kind: 'string',
+    help: 'API credentials (in a pod: the service account); without API access, containers of deleted pods are kept and no events are recorded',
+  },
+  'image-gc-high-threshold': {
+    kind: 'int',
+    help: 'image filesystem usage percent at or above which images are removed',
+    default: String(DEFAULT_IMAGE_GC_POLICY.highThresholdPercent),
+  },
+  'image-gc-low-threshold': {
+    kind: 'int',
+    help: 'usage percent image GC frees down to',
+    default: String(DEFAULT_IMAGE_GC_POLICY.lowThresholdPercent),
+  },
+  'image-minimum-gc-age': {
+    kind: 'duration',
+    help: 'images detected more recently are never removed for space',
+    default: minutes(DEFAULT_IMAGE_GC_POLICY.minAgeMs),
+  },
+  'image-maximum-gc-age': {
+    kind: 'duration',
+    help: 'unused images older than this are removed whatever the usage (0: off)',
+    default: '0',
+  },
+  'pinned-images': {
+    kind: 'list',
+    help: 'image globs never removed, e.g. registry.k8s.io/pause:*,*/critical/* (* spans / and :)',
+    default: '',
+  },
+  'pod-infra-container-image': {
+    kind: 'string',
+    help: 'the sandbox (pause) image, never removed; default: what the runtime reports',
+  },
+  'max-removals-per-run': {
+    kind: 'int',
+    help: 'at most this many image removals per image GC pass (0: no cap)',
+    default: '0',
+    validate: atLeast(0),
+  },
+  'state-file': {
+    kind: 'string',
+    help: "where image ages (first detected, last used) persist across restarts ('' keeps them in memory, like the kubelet)",
+    default: '',
+  },
+  'image-gc-period': {
+    kind: 'duration',
+    help: 'time between image GC passes',
+    default: '5m',
+    validate: atLeast(100),
+  },
+  'container-gc-period': {
+    kind: 'duration',
+    help: 'time between container GC passes',
+    default: '1m',
+    validate: atLeast(100),
+  },
+  'minimum-container-ttl-duration': {
+    kind: 'duration',
+    help: 'dead containers younger than this are kept',
+    default: String(DEFAULT_CONTAINER_GC_POLICY.minAgeMs),
+  },
+  'maximum-dead-containers-per-container': {
+    kind: 'int',
+    help: 'dead containers kept per pod and container name (<0: no limit)',
+    default: String(DEFAULT_CONTAINER_GC_POLICY.maxPerPodContainer),
+  },
+  'maximum-dead-containers': {
+    kind: 'int',
+    help: 'dead containers kept on the node (<0: no limit)',
+    default: String(DEFAULT_CONTAINER_GC_POLICY.maxContainers),
+  },
+  'pod-logs-dir': {
+    kind: 'string',
+    help: 'pod log directories (<namespace>_<name>_<uid>) of deleted pods are removed here',
+    default: '/var/log/pods',
+  },
+  'container-logs-dir': {
+    kind: 'string',
+    help: 'legacy container log symlinks of removed containers and dangling ones are removed here',
+    default: '/var/log/containers',
+  },
+  once: {
+    kind: 'bool',
+    help: `one container pass and one image pass, then exit: 0 done, 1 a pass failed, 3 the low threshold was not reached`,
+    default: 'false',
+  },
+  'dry-run': {
+    kind: 'bool',
+    help: 'decide and log what would be removed, remove nothing',
+    default: 'false',
+  },
+  'metrics-bind-address': {
+    kind: 'string',
+    help: 'address for /metrics (0 disables)',
+    default: ':8080',
+    validate: validAddress,
+  },
+  'health-probe-bind-address': {
+    kind: 'string',
+    help: 'address for /healthz and /readyz (0 disables)',
+    default: ':8081',
+    validate: validAddress,
+  },
+  'log-level': {
+    kind: 'string',
+    help: `one of ${LEVELS.join(', ')}`,
+    default: 'info',
+    validate: (v) =>
+      LEVELS.includes(v as Level) ? undefined : `must be one of ${LEVELS.join(', ')}`,
+  },
+  help: { kind: 'bool', help: 'show this help' },
+};
+
+export const NODE_USAGE = `usage: kubegc node [flags]
+
+Keeps this node's disk healthy over CRI, with the kubelet's image and
+container GC policies: least recently used unused images are removed when the
+image filesystem passes the high threshold, dead containers beyond the
+per-container and node limits are removed, and so are inactive sandboxes.
+Images in use, pinned by the runtime or --pinned-images, and the sandbox
+image are never removed. Logs are JSON lines on stderr; one line per removal.
+
+flags:
+${formatFlags(NODE_FLAGS)}`;
+
+/** API access: --kubeconfig, else the service account in a pod, else none. */
+async function apiClient(path: string | undefined): Promise<KubeClient | undefined> {
+  let kc: k8s.KubeConfig;
+  if (path) {
+    try {
+      kc = loadKubeConfig(path);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  } else if (process.env.KUBERNETES_SERVICE_HOST) {
+    kc = new k8s.KubeConfig();
+    kc.loadFromCluster();
+  } else {
+    return undefined;
+  }
+  return KubeClient.create(kc, { userAgent: `kubegc/${VERSION} node` });
+}
+
+export async function nodeCommand(argv: string[]): Promise<number> {
+  const { flags, args } = parseFlags(argv, NODE_FLAGS);
+  if (flags.help) {
+    console.log(NODE_USAGE);
+    return 0;
+  }
+  if (args.length > 0)
+    throw new UsageError(`unexpected argument "${args[0]}" (see kubegc node --help)`);
+  const imagePolicy = {
+    highThresholdPercent: flags['image-gc-high-threshold'] as number,
+    lowThresholdPercent: flags['image-gc-low-threshold'] as number,
+    minAgeMs: flags['image-minimum-gc-age'] as number,
+    maxAgeMs: flags['image-maximum-gc-age'] as number,
+  };
+  const problems = validateImageGcPolicy(imagePolicy);
+  if (problems.length > 0) throw new UsageError(problems.join('; '));
+  const nodeName = (
+    (flags['node-name'] as string | undefined) ||
+    process.env.NODE_NAME ||
+    os.hostname()
+  ).toLowerCase();
+  const dryRun = flags['dry-run'] as boolean;
+  const once = flags.once as boolean;
+  const log = createLogger(flags['log-level'] as Level);
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const metrics = createNodeMetrics(registry);
+  const client = await apiClient(flags.kubeconfig as string | undefined);
+  const events = client ? apiNodeEvents(client, nodeName, log) : noNodeEvents;
+  const runtime = new RuntimeConnection(
+    flags['cri-endpoint'] as string,
+    flags['runtime-request-timeout'] as number,
+    log,
+    (up) => metrics.runtimeUp.set(up ? 1 : 0),
+  );
+  const images = new ImageGarbageCollector(
+    runtime,
+    {
+      policy: imagePolicy,
+      pinnedImages: flags['pinned-images'] as string[],
+      sandboxImage: (flags['pod-infra-container-image'] as string | undefined) || undefined,
+      maxRemovalsPerRun: flags['max-removals-per-run'] as number,
+      stateFile: flags['state-file'] as string,
+      dryRun,
+    },
+    log,
+    metrics,
+    events,
+  );
+  const containers = new ContainerGarbageCollector(
+    runtime,
+    {
+      policy: {
+        minAgeMs: flags['minimum-container-ttl-duration'] as number,
+        maxPerPodContainer: flags['maximum-dead-containers-per-container'] as number,
+        maxContainers: flags['maximum-dead-containers'] as number,
+      },
+      podLogsDir: flags['pod-logs-dir'] as string,
+      containerLogsDir: flags['container-logs-dir'] as string,
+      dryRun,
+      ...(client ? { pods: apiPodLister(client, nodeName) } : {}),
+    },
+    log,
+    metrics,
+  );
+  const gc = new NodeGc({
+    runtime,
+    images,
+    containers,
+    log,
+    metrics,
+    events,
+    options: {
+      imagePeriodMs: flags['image-gc-period'] as number,
+      containerPeriodMs: flags['container-gc-period'] as number,
+    },
+  });
+  const startFields = {
+    version: VERSION,
+    node: nodeName,
+    endpoint: runtime.endpoint,
+    api: client ? client.server.toString() : 'none',
+    dryRun,
+    once,
+    imagePolicy,
+  };
+  if (!client)
+    log.info(
+      'no API access: containers and log directories of deleted pods are kept, events only logged',
+    );
+
+  if (once) {
+    log.info('kubegc node: one pass', startFields);
+    const code = await gc.once();
+    await gc.stop();
+    // The API client stays open: events still being recorded finish, and the
+    // process exits once they have (idle keep-alive sockets do not hold it).
+    return code;
+  }
+
+  const server = await startObservabilityServer({
+    metricsAddress: flags['metrics-bind-address'] as string,
+    healthAddress: flags['health-probe-bind-address'] as string,
+    registry,
+    healthz: () => ({ ok: true }),
+    readyz: () =>
+      runtime.up
+        ? { ok: true }
+        : { ok: false, reason: `container runtime at ${runtime.endpoint} not reachable` },
+  });
+  log.info('kubegc node starting', {
+    ...startFields,
+    metricsAddress: server.metrics ?? 'disabled',
+    healthAddress: server.health ?? 'disabled',
+  });
+  return runUntilSignal(gc, log, async () => {
+    await server.close();
+    client?.close();
+  });
+}
+
+function runUntilSignal(gc: NodeGc, log: Logger, cleanup: () => Promise<void>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log.info('stopping', { signal });
+      gc.stop()
+        .then(cleanup)
+        .then(() => resolve(0))
+        .catch((err: unknown) => {
+          log.error('error while stopping', { error: (err as Error).message });
+          resolve(1);
+        });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+    gc.start();
+  });
 }

@@ -1,0 +1,303 @@
+// One container GC pass: list sandboxes, containers, pod log directories and
+// (with API access) this node's pods, decide with container-gc-policy.ts,
+// then remove dead containers (with their logs), inactive sandboxes, log
+// directories of deleted pods and dangling log symlinks.
+import type { Logger } from '../log.ts';
+import {
+  CONTAINER_NAME_LABEL,
+  POD_NAME_LABEL,
+  POD_NAMESPACE_LABEL,
+  POD_UID_LABEL,
+  planContainerRemovals,
+  planSandboxRemovals,
+  podsDeletedFromApi,
+  podUidOfLogDirectory,
+  type ContainerGcPolicy,
+  type ContainerRemoval,
+  type SandboxRemoval,
+} from './container-gc-policy.ts';
+import type { CriClient, CriContainer, CriSandbox } from './cri/client.ts';
+import {
+  danglingLogSymlinks,
+  listPodLogDirectories,
+  removeContainerLogs,
+  removePodLogDirectory,
+  removeSymlink,
+} from './logs.ts';
+import type { NodeMetrics } from './metrics.ts';
+import type { PodLister } from './pods.ts';
+import type { RuntimeConnection } from './runtime.ts';
+
+export interface ContainerGcOptions {
+  policy: ContainerGcPolicy;
+  podLogsDir: string;
+  containerLogsDir: string;
+  dryRun: boolean;
+  /** This node's pods from the API; undefined without API access. */
+  pods?: PodLister;
+  now?: () => number;
+}
+
+export interface ContainerPassResult {
+  containers: { id: string; reason: string }[];
+  sandboxes: { id: string; reason: string }[];
+  podLogDirectories: string[];
+  logSymlinks: string[];
+  /** Whether the list of this node's pods was complete (deleted pods were checked). */
+  podsKnown: boolean;
+  /** Removals that failed (the pass went on). */
+  failures: number;
+  dryRun: boolean;
+}
+
+/** Seconds the kubelet gives a container in unknown state before killing it (its minimum grace). */
+const UNKNOWN_CONTAINER_STOP_TIMEOUT_S = 2;
+
+export class ContainerGarbageCollector {
+  private readonly runtime: RuntimeConnection;
+  private readonly opts: ContainerGcOptions;
+  private readonly log: Logger;
+  private readonly metrics: NodeMetrics;
+  private readonly now: () => number;
+
+  constructor(
+    runtime: RuntimeConnection,
+    opts: ContainerGcOptions,
+    log: Logger,
+    metrics: NodeMetrics,
+  ) {
+    this.runtime = runtime;
+    this.opts = opts;
+    this.log = log;
+    this.metrics = metrics;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** UIDs of pods deleted from the API, or an empty set when that cannot be known. */
+  private async deletedPods(
+    seenUids: Set<string>,
+    activeUids: Set<string>,
+  ): Promise<{ known: boolean; deleted: Set<string> }> {
+    if (!this.opts.pods) return { known: false, deleted: new Set() };
+    let apiUids: Set<string>;
+    try {
+      apiUids = await this.opts.pods.podUids();
+    } catch (err) {
+      this.metrics.errors.inc({ gc: 'container', kind: 'api' });
+      this.log.warn("cannot list this node's pods; containers of deleted pods are kept this pass", {
+        error: (err as Error).message,
+      });
+      return { known: false, deleted: new Set() };
+    }
+    return { known: true, deleted: podsDeletedFromApi({ seenUids, apiUids, activeUids }) };
+  }
+
+  async run(): Promise<ContainerPassResult> {
+    const client = await this.runtime.get();
+    const dryRun = this.opts.dryRun;
+    // Order matters: the runtime and the log directory are read before the
+    // API, so a pod created in between is in the API list (never mistaken
+    // for a deleted one).
+    let sandboxes: CriSandbox[];
+    let containers: CriContainer[];
+    try {
+      sandboxes = await client.listSandboxes();
+      containers = await client.listContainers();
+    } catch (err) {
+      throw this.runtime.check(err);
+    }
+    const logDirs = await listPodLogDirectories(this.opts.podLogsDir);
+    const seenUids = new Set<string>([
+      ...sandboxes.map((s) => s.uid),
+      ...containers.map((c) => c.labels[POD_UID_LABEL] ?? ''),
+      ...logDirs.map(podUidOfLogDirectory),
+    ]);
+    seenUids.delete('');
+    const activeUids = new Set<string>([
+      ...sandboxes.filter((s) => s.state === 'ready').map((s) => s.uid),
+      ...containers.filter((c) => c.state === 'running').map((c) => c.labels[POD_UID_LABEL] ?? ''),
+    ]);
+    const pods = await this.deletedPods(seenUids, activeUids);
+
+    const result: ContainerPassResult = {
+      containers: [],
+      sandboxes: [],
+      podLogDirectories: [],
+      logSymlinks: [],
+      podsKnown: pods.known,
+      failures: 0,
+      dryRun,
+    };
+    const nowNs = BigInt(this.now()) * 1_000_000n;
+    const containerRemovals = planContainerRemovals({
+      containers,
+      nowNs,
+      policy: this.opts.policy,
+      deletedPods: pods.deleted,
+    });
+    const removed = new Set<string>();
+    for (const r of containerRemovals) {
+      if (await this.removeContainer(client, r, containers, result)) removed.add(r.container.id);
+    }
+
+    const remaining = containers.filter((c) => !removed.has(c.id));
+    const sandboxRemovals = planSandboxRemovals({
+      sandboxes,
+      containers: remaining,
+      deletedPods: pods.deleted,
+    });
+    for (const r of sandboxRemovals) await this.removeSandbox(client, r, sandboxes, result);
+
+    // Log directories of deleted pods (which run nothing any more).
+    if (pods.known) {
+      for (const dir of logDirs) {
+        const uid = podUidOfLogDirectory(dir);
+        if (!pods.deleted.has(uid)) continue;
+        if (dryRun) this.log.info('would remove pod log directory (dry run)', { dir, podUid: uid });
+        else {
+          try {
+            await removePodLogDirectory(this.opts.podLogsDir, dir);
+            this.log.info('removed pod log directory', { dir, podUid: uid, reason: 'pod-deleted' });
+          } catch (err) {
+            this.fail('could not remove pod log directory', err, result, { dir });
+            continue;
+          }
+        }
+        result.podLogDirectories.push(dir);
+      }
+    }
+
+    await this.removeDanglingSymlinks(client, result);
+    return result;
+  }
+
+  private fail(
+    msg: string,
+    err: unknown,
+    result: ContainerPassResult,
+    fields: Record<string, unknown>,
+  ): void {
+    const checked = this.runtime.check(err);
+    if (checked !== err) throw checked;
+    result.failures++;
+    this.metrics.errors.inc({ gc: 'container', kind: 'remove' });
+    this.log.error(msg, { ...fields, error: (err as Error).message });
+  }
+
+  private async removeContainer(
+    client: CriClient,
+    r: ContainerRemoval,
+    all: CriContainer[],
+    result: ContainerPassResult,
+  ): Promise<boolean> {
+    const c = all.find((x) => x.id === r.container.id) ?? (r.container as CriContainer);
+    const fields = {
+      id: c.id,
+      reason: r.reason,
+      state: c.state,
+      podUid: c.labels[POD_UID_LABEL],
+      pod: c.labels[POD_NAME_LABEL],
+      namespace: c.labels[POD_NAMESPACE_LABEL],
+      container: c.labels[CONTAINER_NAME_LABEL] ?? c.name,
+      createdAt: new Date(Number(c.createdAtNs / 1_000_000n)).toISOString(),
+      image: c.image,
+    };
+    if (this.opts.dryRun) {
+      this.metrics.containersRemoved.inc({ reason: r.reason, dry_run: 'true' });
+      this.log.info('would remove container (dry run)', fields);
+      result.containers.push({ id: c.id, reason: r.reason });
+      return true;
+    }
+    try {
+      // The kubelet kills containers in unknown state first: they might still run.
+      if (c.state === 'unknown') await client.stopContainer(c.id, UNKNOWN_CONTAINER_STOP_TIMEOUT_S);
+      const status = await client.containerStatus(c.id);
+      const logs = await removeContainerLogs(
+        c.id,
+        status?.labels ?? c.labels,
+        status?.logPath ?? '',
+        this.opts.containerLogsDir,
+      );
+      await client.removeContainer(c.id);
+      this.metrics.containersRemoved.inc({ reason: r.reason, dry_run: 'false' });
+      this.log.info('removed container', { ...fields, ...(logs.length ? { logs } : {}) });
+      result.containers.push({ id: c.id, reason: r.reason });
+      return true;
+    } catch (err) {
+      this.fail('could not remove container', err, result, fields);
+      return false;
+    }
+  }
+
+  private async removeSandbox(
+    client: CriClient,
+    r: SandboxRemoval,
+    all: CriSandbox[],
+    result: ContainerPassResult,
+  ): Promise<boolean> {
+    const s = all.find((x) => x.id === r.sandbox.id) ?? (r.sandbox as CriSandbox);
+    const fields = {
+      id: s.id,
+      reason: r.reason,
+      state: s.state,
+      podUid: s.uid,
+      pod: s.name,
+      namespace: s.namespace,
+      attempt: s.attempt,
+      createdAt: new Date(Number(s.createdAtNs / 1_000_000n)).toISOString(),
+    };
+    if (this.opts.dryRun) {
+      this.metrics.sandboxesRemoved.inc({ reason: r.reason, dry_run: 'true' });
+      this.log.info('would remove sandbox (dry run)', fields);
+      result.sandboxes.push({ id: s.id, reason: r.reason });
+      return true;
+    }
+    try {
+      // The kubelet stops before removing: the sandbox may still hold resources.
+      await client.stopSandbox(s.id);
+      await client.removeSandbox(s.id);
+      this.metrics.sandboxesRemoved.inc({ reason: r.reason, dry_run: 'false' });
+      this.log.info('removed sandbox', fields);
+      result.sandboxes.push({ id: s.id, reason: r.reason });
+      return true;
+    } catch (err) {
+      this.fail('could not remove sandbox', err, result, fields);
+      return false;
+    }
+  }
+
+  /**
+   * Symlinks in the container logs directory whose log is gone: removed unless
+   * their container still exists and has not exited (a log being rotated is
+   * briefly missing).
+   */
+  private async removeDanglingSymlinks(
+    client: CriClient,
+    result: ContainerPassResult,
+  ): Promise<void> {
+    for (const link of await danglingLogSymlinks(this.opts.containerLogsDir)) {
+      if (link.containerId) {
+        try {
+          const status = await client.containerStatus(link.containerId);
+          if (status && status.state !== 'exited') continue;
+        } catch (err) {
+          const checked = this.runtime.check(err);
+          if (checked !== err) throw checked;
+          // As the kubelet: a status error does not keep the symlink.
+        }
+      }
+      if (this.opts.dryRun) {
+        this.log.info('would remove dangling log symlink (dry run)', { path: link.path });
+      } else {
+        try {
+          await removeSymlink(link.path);
+          this.log.info('removed dangling log symlink', { path: link.path });
+        } catch (err) {
+          this.fail('could not remove log symlink', err, result, { path: link.path });
+          continue;
+        }
+      }
+      result.logSymlinks.push(link.path);
+    }
+  }
+}

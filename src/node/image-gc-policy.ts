@@ -1,0 +1,254 @@
+// The kubelet's image GC decisions (pkg/kubelet/images/image_gc_manager.go) as
+// pure functions: validation, disk usage arithmetic, what is protected, the
+// age pass, and the least-recently-used order of the space pass. The CRI calls
+// and disk measurements live in image-gc.ts.
+import { imageNames, normalizeImageRef, type ImageMatcher } from './image-refs.ts';
+
+export interface ImageGcPolicy {
+  /** Usage (percent of the image filesystem) at or above which the space pass runs. */
+  highThresholdPercent: number;
+  /** Usage the space pass frees down to. */
+  lowThresholdPercent: number;
+  /** Images detected more recently than this are never removed for space. */
+  minAgeMs: number;
+  /** Unused images older than this are removed whatever the usage (0: off). */
+  maxAgeMs: number;
+}
+
+export const DEFAULT_IMAGE_GC_POLICY: ImageGcPolicy = {
+  highThresholdPercent: 85,
+  lowThresholdPercent: 80,
+  minAgeMs: 2 * 60_000,
+  maxAgeMs: 0,
+};
+
+/** The kubelet's checks (NewImageGCManager and the KubeletConfiguration validation). */
+export function validateImageGcPolicy(p: ImageGcPolicy): string[] {
+  const problems: string[] = [];
+  const pct = (flag: string, v: number): void => {
+    if (!Number.isInteger(v) || v < 0 || v > 100)
+      problems.push(`--${flag} ${v} must be between 0 and 100, inclusive`);
+  };
+  pct('image-gc-high-threshold', p.highThresholdPercent);
+  pct('image-gc-low-threshold', p.lowThresholdPercent);
+  if (p.lowThresholdPercent > p.highThresholdPercent)
+    problems.push(
+      `--image-gc-low-threshold ${p.lowThresholdPercent} can not be higher than --image-gc-high-threshold ${p.highThresholdPercent}`,
+    );
+  if (p.maxAgeMs !== 0 && p.maxAgeMs <= p.minAgeMs)
+    problems.push(
+      `--image-maximum-gc-age (${p.maxAgeMs / 1000}s) must be greater than --image-minimum-gc-age (${p.minAgeMs / 1000}s)`,
+    );
+  return problems;
+}
+
+export interface FsStats {
+  capacityBytes: number;
+  availableBytes: number;
+}
+
+export class InvalidDiskCapacityError extends Error {}
+
+// BigInt: available×100 overflows 2^53 on file systems above ~90 TB.
+const big = (n: number): bigint => BigInt(Math.floor(n));
+
+/** 100 − available×100/capacity in integer math, available clamped to capacity (kubelet). */
+export function usagePercent(fs: FsStats): number {
+  if (fs.capacityBytes <= 0)
+    throw new InvalidDiskCapacityError(`invalid capacity ${fs.capacityBytes} on image filesystem`);
+  const available = Math.min(fs.availableBytes, fs.capacityBytes);
+  return 100 - Number((big(available) * 100n) / big(fs.capacityBytes));
+}
+
+/** Bytes the space pass must free: 0 below the high threshold, else down to the low one. */
+export function bytesToFree(fs: FsStats, policy: ImageGcPolicy): number {
+  if (usagePercent(fs) < policy.highThresholdPercent) return 0;
+  const available = Math.min(fs.availableBytes, fs.capacityBytes);
+  const wanted =
+    (big(fs.capacityBytes) * BigInt(100 - policy.lowThresholdPercent)) / 100n - big(available);
+  return wanted > 0n ? Number(wanted) : 0;
+}
+
+export interface ImageInfo {
+  id: string;
+  repoTags: string[];
+  repoDigests: string[];
+  sizeBytes: number;
+  pinned: boolean;
+}
+
+/** What kubegc remembers about an image (persisted in the state file). */
+export interface ImageRecord {
+  /** When kubegc first saw the image (epoch ms). */
+  firstDetectedMs: number;
+  /** When a container last referenced it (epoch ms); never, if absent. */
+  lastUsedMs?: number;
+}
+
+export type ImageRecords = Map<string, ImageRecord>;
+
+/**
+ * Every reference by which containers (in any state: exited ones keep their
+ * image, as on the kubelet) point at images: the image ID where the runtime
+ * reports it, else the digested reference, and the name from the container spec.
+ */
+export function imagesInUse(
+  containers: { image: string; imageRef: string; imageId: string }[],
+): Set<string> {
+  const used = new Set<string>();
+  for (const c of containers) {
+    for (const ref of [c.imageId, c.imageRef, c.image]) {
+      if (!ref) continue;
+      used.add(ref);
+      used.add(normalizeImageRef(ref));
+    }
+  }
+  return used;
+}
+
+export function isImageInUse(image: ImageInfo, inUse: Set<string>): boolean {
+  return imageNames(image).some((n) => inUse.has(n));
+}
+
+/**
+ * The records after one look at the runtime: new images get firstDetected =
+ * now, images in use get lastUsed = now, records of images gone are dropped.
+ */
+export function updateImageRecords(
+  previous: ReadonlyMap<string, ImageRecord>,
+  images: ImageInfo[],
+  inUse: Set<string>,
+  nowMs: number,
+): ImageRecords {
+  const next: ImageRecords = new Map();
+  for (const image of images) {
+    const record: ImageRecord = { ...(previous.get(image.id) ?? { firstDetectedMs: nowMs }) };
+    if (isImageInUse(image, inUse)) record.lastUsedMs = nowMs;
+    next.set(image.id, record);
+  }
+  return next;
+}
+
+export type ProtectionReason = 'in-use' | 'pinned-by-runtime' | 'sandbox-image' | 'pinned-images';
+
+export interface ProtectionContext {
+  inUse: Set<string>;
+  /** Normalized references of the sandbox (pause) image. */
+  sandboxImages: Set<string>;
+  pinnedImages: ImageMatcher;
+}
+
+export interface Protection {
+  reason: ProtectionReason;
+  /** The --pinned-images pattern that matched. */
+  pattern?: string;
+}
+
+/** Why an image must never be removed, or undefined if it may be. */
+export function protectionOf(image: ImageInfo, ctx: ProtectionContext): Protection | undefined {
+  const names = imageNames(image);
+  if (names.some((n) => ctx.inUse.has(n))) return { reason: 'in-use' };
+  if (image.pinned) return { reason: 'pinned-by-runtime' };
+  if (names.some((n) => ctx.sandboxImages.has(n) || ctx.sandboxImages.has(normalizeImageRef(n))))
+    return { reason: 'sandbox-image' };
+  const pattern = ctx.pinnedImages.match(names);
+  if (pattern !== undefined) return { reason: 'pinned-images', pattern };
+  return undefined;
+}
+
+export interface Candidate {
+  image: ImageInfo;
+  record: ImageRecord;
+}
+
+/**
+ * Least recently used first: lastUsed ascending (never used counts as the
+ * oldest, as the kubelet's zero time does), then firstDetected ascending.
+ */
+export function evictionOrder(candidates: Candidate[]): Candidate[] {
+  return [...candidates].sort(
+    (a, b) =>
+      (a.record.lastUsedMs ?? 0) - (b.record.lastUsedMs ?? 0) ||
+      a.record.firstDetectedMs - b.record.firstDetectedMs,
+  );
+}
+
+/** Unused for longer than MaxAge; never-used images count from their detection. */
+export function isPastMaxAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
+  if (policy.maxAgeMs <= 0) return false;
+  return nowMs - (c.record.lastUsedMs ?? c.record.firstDetectedMs) > policy.maxAgeMs;
+}
+
+export function isYoungerThanMinAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
+  return nowMs - c.record.firstDetectedMs < policy.minAgeMs;
+}
+
+export interface ImageGcPlan {
+  protected: { image: ImageInfo; protection: Protection }[];
+  /** Removed by the age pass, least recently used first. */
+  age: Candidate[];
+  /** Eligible for the space pass in the order it walks them (age removals excluded). */
+  space: Candidate[];
+  /** Unused, but detected less than MinAge ago. */
+  tooYoung: Candidate[];
+}
+
+export function planImageGc(input: {
+  images: ImageInfo[];
+  records: ReadonlyMap<string, ImageRecord>;
+  protection: ProtectionContext;
+  nowMs: number;
+  policy: ImageGcPolicy;
+}): ImageGcPlan {
+  const plan: ImageGcPlan = { protected: [], age: [], space: [], tooYoung: [] };
+  const candidates: Candidate[] = [];
+  for (const image of input.images) {
+    const protection = protectionOf(image, input.protection);
+    if (protection) {
+      plan.protected.push({ image, protection });
+      continue;
+    }
+    candidates.push({
+      image,
+      record: input.records.get(image.id) ?? { firstDetectedMs: input.nowMs },
+    });
+  }
+  for (const c of evictionOrder(candidates)) {
+    if (isPastMaxAge(c, input.nowMs, input.policy)) plan.age.push(c);
+    else if (isYoungerThanMinAge(c, input.nowMs, input.policy)) plan.tooYoung.push(c);
+    else plan.space.push(c);
+  }
+  return plan;
+}
+
+/**
+ * The space pass stops once it has freed what was needed, by the runtime's
+ * sizes (the kubelet's measure) or by the file system measured again
+ * (honest when sizes are compressed or layers shared), whichever comes first.
+ */
+export function spaceGoalReached(
+  wantedBytes: number,
+  reportedFreedBytes: number,
+  measuredFreedBytes: number,
+): boolean {
+  return reportedFreedBytes >= wantedBytes || measuredFreedBytes >= wantedBytes;
+}
+
+/**
+ * The space pass without removing anything (dry run; the first cut of a real
+ * run): candidates taken in order until their reported sizes reach the goal.
+ */
+export function takeUntilFreed(
+  ordered: Candidate[],
+  wantedBytes: number,
+  maxRemovals = Infinity,
+): { take: Candidate[]; reportedBytes: number } {
+  const take: Candidate[] = [];
+  let reportedBytes = 0;
+  for (const c of ordered) {
+    if (reportedBytes >= wantedBytes || take.length >= maxRemovals) break;
+    take.push(c);
+    reportedBytes += c.image.sizeBytes;
+  }
+  return { take, reportedBytes };
+}

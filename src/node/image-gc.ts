@@ -1,0 +1,397 @@
+// One image GC pass: look at the runtime (images, containers, image
+// filesystem), update the ages, decide with image-gc-policy.ts, remove over
+// CRI, and measure the file system again so the bytes reported are the bytes
+// actually freed.
+import type { Logger } from '../log.ts';
+import type { CriClient, CriImage } from './cri/client.ts';
+import {
+  bytesToFree,
+  imagesInUse,
+  InvalidDiskCapacityError,
+  isImageInUse,
+  planImageGc,
+  spaceGoalReached,
+  takeUntilFreed,
+  updateImageRecords,
+  usagePercent,
+  type Candidate,
+  type FsStats,
+  type ImageGcPolicy,
+  type ImageRecords,
+} from './image-gc-policy.ts';
+import { globMatcher, normalizeImageRef } from './image-refs.ts';
+import type { NodeMetrics } from './metrics.ts';
+import type { NodeEvents } from './node-events.ts';
+import type { RuntimeConnection } from './runtime.ts';
+import { loadStateFile, saveStateFile } from './state-file.ts';
+import { statFilesystem } from './statfs.ts';
+
+/** The image filesystem could not be found or measured. */
+export class FilesystemError extends Error {}
+
+export interface ImageGcOptions {
+  policy: ImageGcPolicy;
+  /** Globs of image references never removed (--pinned-images). */
+  pinnedImages: string[];
+  /** --pod-infra-container-image; else what the runtime reports. */
+  sandboxImage?: string;
+  /** At most this many removals per pass (0: no cap). */
+  maxRemovalsPerRun: number;
+  /** Where image ages persist ('' or undefined: memory only, like the kubelet). */
+  stateFile?: string;
+  dryRun: boolean;
+  /** statfs of the image filesystem (replaceable in tests). */
+  statfs?: (mountpoint: string) => Promise<FsStats>;
+  now?: () => number;
+}
+
+export interface RemovedImage {
+  id: string;
+  tags: string[];
+  reason: 'age' | 'space';
+  sizeBytes: number;
+}
+
+export interface ImagePassResult {
+  mountpoint: string;
+  capacityBytes: number;
+  usagePercentBefore: number;
+  usagePercentAfter: number;
+  removed: RemovedImage[];
+  /** Bytes the space pass had to free (0: usage below the high threshold). */
+  wantedBytes: number;
+  /** Sum of the runtime's sizes of the removed images. */
+  reportedFreedBytes: number;
+  /** Available bytes after minus before (0 in a dry run). */
+  measuredFreedBytes: number;
+  /** What the space pass still lacked (0: reached or not needed). */
+  shortfallBytes: number;
+  /** The pass stopped at --max-removals-per-run. */
+  capped: boolean;
+  dryRun: boolean;
+}
+
+export class ImageGarbageCollector {
+  private readonly runtime: RuntimeConnection;
+  private readonly opts: ImageGcOptions;
+  private readonly log: Logger;
+  private readonly metrics: NodeMetrics;
+  private readonly events: NodeEvents;
+  private readonly statfs: (mountpoint: string) => Promise<FsStats>;
+  private readonly now: () => number;
+  private records: ImageRecords = new Map();
+  private stateLoaded = false;
+  private inUse = new Set<string>();
+  private warnedPinnedSandbox = false;
+
+  constructor(
+    runtime: RuntimeConnection,
+    opts: ImageGcOptions,
+    log: Logger,
+    metrics: NodeMetrics,
+    events: NodeEvents,
+  ) {
+    this.runtime = runtime;
+    this.opts = opts;
+    this.log = log;
+    this.metrics = metrics;
+    this.events = events;
+    this.statfs = opts.statfs ?? statFilesystem;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** The ages kubegc keeps (a copy). */
+  imageRecords(): ImageRecords {
+    return new Map(this.records);
+  }
+
+  private async loadState(): Promise<void> {
+    if (this.stateLoaded) return;
+    this.stateLoaded = true;
+    const file = this.opts.stateFile;
+    if (!file) return;
+    const loaded = await loadStateFile(file);
+    if (loaded.kind === 'loaded') {
+      this.records = loaded.records;
+      this.log.info('image ages loaded from the state file', {
+        stateFile: file,
+        images: loaded.records.size,
+      });
+    } else if (loaded.kind === 'invalid') {
+      this.metrics.errors.inc({ gc: 'image', kind: 'state-file' });
+      this.log.warn('ignoring an unreadable state file; image ages start over', {
+        stateFile: file,
+        error: loaded.error,
+      });
+    }
+  }
+
+  private async saveState(): Promise<void> {
+    const file = this.opts.stateFile;
+    if (!file || this.opts.dryRun) return;
+    try {
+      await saveStateFile(file, this.records);
+    } catch (err) {
+      this.metrics.errors.inc({ gc: 'image', kind: 'state-file' });
+      this.log.warn('cannot write the state file', {
+        stateFile: file,
+        error: (err as Error).message,
+      });
+    }
+  }
+
+  /** Records which images exist and which are in use now. */
+  async detectImages(client: CriClient): Promise<CriImage[]> {
+    await this.loadState();
+    const [images, containers] = await Promise.all([client.listImages(), client.listContainers()]);
+    this.inUse = imagesInUse(containers);
+    this.records = updateImageRecords(this.records, images, this.inUse, this.now());
+    return images;
+  }
+
+  private sandboxImages(images: CriImage[]): Set<string> {
+    const configured = this.opts.sandboxImage ?? this.runtime.info?.sandboxImage;
+    if (configured) return new Set([configured, normalizeImageRef(configured)]);
+    // containerd ≥ 1.7 and CRI-O mark their sandbox image pinned; trust that.
+    if (images.some((i) => i.pinned)) {
+      if (!this.warnedPinnedSandbox) {
+        this.warnedPinnedSandbox = true;
+        this.log.info(
+          'the runtime does not name its sandbox image; relying on its pinned images to protect it',
+        );
+      }
+      return new Set();
+    }
+    throw new Error(
+      'cannot tell which image is the sandbox (pause) image: the runtime does not report it and pins no image; set --pod-infra-container-image',
+    );
+  }
+
+  private async measure(mountpoint: string): Promise<FsStats> {
+    try {
+      const fs = await this.statfs(mountpoint);
+      usagePercent(fs); // throws InvalidDiskCapacityError on capacity 0
+      return fs;
+    } catch (err) {
+      if (err instanceof InvalidDiskCapacityError) {
+        this.events.warning('InvalidDiskCapacity', err.message);
+        throw new FilesystemError(err.message);
+      }
+      throw new FilesystemError(
+        `cannot measure the image filesystem ${mountpoint}: ${(err as Error).message}`,
+      );
+    }
+  }
+
+  async run(): Promise<ImagePassResult> {
+    const client = await this.runtime.get();
+    let images: CriImage[];
+    let mountpoint: string;
+    try {
+      images = await this.detectImages(client);
+      const filesystems = await client.imageFilesystems();
+      mountpoint = filesystems.find((f) => f.mountpoint)?.mountpoint ?? '';
+    } catch (err) {
+      throw this.runtime.check(err);
+    }
+    await this.saveState();
+    if (!mountpoint)
+      throw new FilesystemError('the runtime reports no image filesystem (ImageFsInfo)');
+    const sandboxImages = this.sandboxImages(images);
+
+    const before = await this.measure(mountpoint);
+    const nowMs = this.now();
+    const plan = planImageGc({
+      images,
+      records: this.records,
+      protection: {
+        inUse: this.inUse,
+        sandboxImages,
+        pinnedImages: globMatcher(this.opts.pinnedImages),
+      },
+      nowMs,
+      policy: this.opts.policy,
+    });
+    const cap = this.opts.maxRemovalsPerRun > 0 ? this.opts.maxRemovalsPerRun : Infinity;
+    const result: ImagePassResult = {
+      mountpoint,
+      capacityBytes: before.capacityBytes,
+      usagePercentBefore: usagePercent(before),
+      usagePercentAfter: usagePercent(before),
+      removed: [],
+      wantedBytes: 0,
+      reportedFreedBytes: 0,
+      measuredFreedBytes: 0,
+      shortfallBytes: 0,
+      capped: false,
+      dryRun: this.opts.dryRun,
+    };
+    const pass: Pass = {
+      client,
+      mountpoint,
+      nowMs,
+      result,
+      lastFs: before,
+      inUseListedAt: Date.now(),
+    };
+    this.log.debug('image GC plan', {
+      images: images.length,
+      protected: plan.protected.map((p) => ({ id: p.image.id, ...p.protection })),
+      age: plan.age.length,
+      space: plan.space.length,
+      tooYoung: plan.tooYoung.length,
+    });
+
+    // Age pass: unused longer than --image-maximum-gc-age, whatever the usage.
+    for (const c of plan.age) {
+      if (result.removed.length >= cap) {
+        result.capped = true;
+        break;
+      }
+      await this.remove(pass, c, 'age');
+    }
+
+    // Space pass, on the usage after the age pass (the kubelet's order).
+    const spaceStart = pass.lastFs;
+    const wanted = bytesToFree(spaceStart, this.opts.policy);
+    result.wantedBytes = wanted;
+    if (wanted > 0) {
+      const reportedBefore = result.reportedFreedBytes;
+      const reported = (): number => result.reportedFreedBytes - reportedBefore;
+      const measured = (): number => pass.lastFs.availableBytes - spaceStart.availableBytes;
+      if (this.opts.dryRun) {
+        const { take } = takeUntilFreed(plan.space, wanted, cap - result.removed.length);
+        for (const c of take) await this.remove(pass, c, 'space');
+        if (take.length < plan.space.length && reported() < wanted) result.capped = true;
+      } else {
+        for (const c of plan.space) {
+          if (spaceGoalReached(wanted, reported(), measured())) break;
+          if (result.removed.length >= cap) {
+            result.capped = true;
+            break;
+          }
+          await this.remove(pass, c, 'space');
+        }
+      }
+      if (!spaceGoalReached(wanted, reported(), measured())) {
+        result.shortfallBytes = wanted - Math.max(reported(), measured());
+        const note =
+          `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
+          `(${reported()} by the runtime's image sizes)` +
+          (plan.tooYoung.length
+            ? `; ${plan.tooYoung.length} unused images are younger than --image-minimum-gc-age`
+            : '') +
+          (result.capped ? '; stopped at --max-removals-per-run' : '') +
+          (this.opts.dryRun ? ' (dry run: nothing was removed)' : '');
+        this.log.warn('image GC could not reach the low threshold', {
+          reason: 'FreeDiskSpaceFailed',
+          wantedBytes: wanted,
+          measuredFreedBytes: measured(),
+          reportedFreedBytes: reported(),
+          shortfallBytes: result.shortfallBytes,
+          tooYoung: plan.tooYoung.map((c) => c.image.id),
+          capped: result.capped,
+          dryRun: this.opts.dryRun,
+        });
+        this.events.warning('FreeDiskSpaceFailed', note);
+      }
+    }
+
+    const after = this.opts.dryRun ? before : await this.measure(mountpoint);
+    result.measuredFreedBytes = after.availableBytes - before.availableBytes;
+    result.usagePercentAfter = usagePercent(after);
+    this.metrics.imageFsUsageRatio.set(
+      (after.capacityBytes - Math.min(after.availableBytes, after.capacityBytes)) /
+        after.capacityBytes,
+    );
+    this.metrics.imageGcShortfallBytes.set(result.shortfallBytes);
+    if (!this.opts.dryRun) {
+      this.metrics.imageBytesFreed.inc(Math.max(0, result.measuredFreedBytes));
+      for (const r of result.removed) this.records.delete(r.id);
+      if (result.removed.length) await this.saveState();
+    }
+    return result;
+  }
+
+  /**
+   * The kubelet may start a container on an old image while a pass runs:
+   * containers are listed again (at most once a second) before removals.
+   */
+  private async nowInUse(pass: Pass, c: Candidate): Promise<boolean> {
+    if (Date.now() - pass.inUseListedAt >= IN_USE_RECHECK_MS) {
+      try {
+        this.inUse = imagesInUse(await pass.client.listContainers());
+      } catch (err) {
+        throw this.runtime.check(err);
+      }
+      pass.inUseListedAt = Date.now();
+    }
+    return isImageInUse(c.image, this.inUse);
+  }
+
+  /**
+   * Removes one image (or says it would), then measures the file system to
+   * log the bytes that removal actually freed. Skips images whose removal failed.
+   */
+  private async remove(pass: Pass, c: Candidate, reason: 'age' | 'space'): Promise<void> {
+    const fields = {
+      id: c.image.id,
+      tags: c.image.repoTags,
+      reason,
+      sizeBytes: c.image.sizeBytes,
+      firstDetected: new Date(c.record.firstDetectedMs).toISOString(),
+      lastUsed:
+        c.record.lastUsedMs !== undefined ? new Date(c.record.lastUsedMs).toISOString() : 'never',
+      unusedSeconds: Math.round(
+        (pass.nowMs - (c.record.lastUsedMs ?? c.record.firstDetectedMs)) / 1000,
+      ),
+    };
+    if (this.opts.dryRun) {
+      this.metrics.imagesRemoved.inc({ reason, dry_run: 'true' });
+      this.log.info('would remove image (dry run)', fields);
+    } else {
+      if (await this.nowInUse(pass, c)) {
+        this.log.info('image came into use; keeping it', {
+          id: c.image.id,
+          tags: c.image.repoTags,
+        });
+        return;
+      }
+      try {
+        await pass.client.removeImage(c.image.id);
+      } catch (err) {
+        const checked = this.runtime.check(err);
+        if (checked !== err) throw checked;
+        this.metrics.errors.inc({ gc: 'image', kind: 'remove' });
+        this.log.error('could not remove image', { ...fields, error: (err as Error).message });
+        return;
+      }
+      const now = await this.measure(pass.mountpoint);
+      const freedBytes = now.availableBytes - pass.lastFs.availableBytes;
+      pass.lastFs = now;
+      this.metrics.imagesRemoved.inc({ reason, dry_run: 'false' });
+      this.metrics.imageBytesFreedReported.inc(c.image.sizeBytes);
+      this.log.info('removed image', { ...fields, freedBytes });
+    }
+    pass.result.removed.push({
+      id: c.image.id,
+      tags: c.image.repoTags,
+      reason,
+      sizeBytes: c.image.sizeBytes,
+    });
+    pass.result.reportedFreedBytes += c.image.sizeBytes;
+  }
+}
+
+interface Pass {
+  client: CriClient;
+  mountpoint: string;
+  nowMs: number;
+  result: ImagePassResult;
+  /** The last measurement of the image filesystem. */
+  lastFs: FsStats;
+  /** When containers were last listed for the in-use set. */
+  inUseListedAt: number;
+}
+
+const IN_USE_RECHECK_MS = 1000;

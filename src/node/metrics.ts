@@ -1,0 +1,108 @@
+// Prometheus metrics of `kubegc node`, registered on the registry passed in
+// (the one the /metrics endpoint serves). Removal counters carry
+// dry_run="true" for what --dry-run would have removed, as the controller's do.
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+export type GcKind = 'image' | 'container';
+
+export type ErrorKind =
+  /** The CRI runtime could not be reached or answered an unsupported API. */
+  | 'runtime'
+  /** One removal failed (the pass goes on with the next). */
+  | 'remove'
+  /** ImageFsInfo or statfs failed, or the capacity was 0. */
+  | 'filesystem'
+  /** Listing this node's pods from the API failed (deleted-pod checks skipped). */
+  | 'api'
+  | 'state-file'
+  /** Any other failure of a whole pass. */
+  | 'other';
+
+export interface NodeMetrics {
+  imagesRemoved: Counter<'reason' | 'dry_run'>;
+  imageBytesFreed: Counter;
+  imageBytesFreedReported: Counter;
+  imageFsUsageRatio: Gauge;
+  imageGcShortfallBytes: Gauge;
+  containersRemoved: Counter<'reason' | 'dry_run'>;
+  sandboxesRemoved: Counter<'reason' | 'dry_run'>;
+  lastRunTimestamp: Gauge<'gc'>;
+  lastSuccessTimestamp: Gauge<'gc'>;
+  runDuration: Histogram<'gc'>;
+  errors: Counter<'gc' | 'kind'>;
+  runtimeUp: Gauge;
+}
+
+export function createNodeMetrics(registry: Registry): NodeMetrics {
+  const registers = [registry];
+  return {
+    imagesRemoved: new Counter({
+      name: 'kubegc_node_images_removed_total',
+      help: 'Images removed, by reason: age (unused longer than --image-maximum-gc-age) or space (usage above --image-gc-high-threshold)',
+      labelNames: ['reason', 'dry_run'],
+      registers,
+    }),
+    imageBytesFreed: new Counter({
+      name: 'kubegc_node_image_bytes_freed_total',
+      help: 'Bytes freed on the image filesystem by image removals, measured with statfs before and after',
+      registers,
+    }),
+    imageBytesFreedReported: new Counter({
+      name: 'kubegc_node_image_bytes_freed_reported_total',
+      help: 'Sum of the runtime-reported sizes of removed images (what the kubelet counts; compressed on containerd)',
+      registers,
+    }),
+    imageFsUsageRatio: new Gauge({
+      name: 'kubegc_node_image_fs_usage_ratio',
+      help: 'Used fraction (0-1) of the image filesystem after the last image GC pass',
+      registers,
+    }),
+    imageGcShortfallBytes: new Gauge({
+      name: 'kubegc_node_image_gc_shortfall_bytes',
+      help: 'Bytes the last space pass still needed to free to reach --image-gc-low-threshold (0: reached or not needed)',
+      registers,
+    }),
+    containersRemoved: new Counter({
+      name: 'kubegc_node_containers_removed_total',
+      help: 'Dead containers removed, by reason: unidentified, pod-deleted, max-per-pod-container, max-containers',
+      labelNames: ['reason', 'dry_run'],
+      registers,
+    }),
+    sandboxesRemoved: new Counter({
+      name: 'kubegc_node_sandboxes_removed_total',
+      help: 'Inactive pod sandboxes removed, by reason: pod-deleted, superseded',
+      labelNames: ['reason', 'dry_run'],
+      registers,
+    }),
+    lastRunTimestamp: new Gauge({
+      name: 'kubegc_node_gc_last_run_timestamp_seconds',
+      help: 'When the last pass of the image or container GC ended (Unix time)',
+      labelNames: ['gc'],
+      registers,
+    }),
+    lastSuccessTimestamp: new Gauge({
+      name: 'kubegc_node_gc_last_success_timestamp_seconds',
+      help: 'When the last pass without errors of the image or container GC ended (Unix time)',
+      labelNames: ['gc'],
+      registers,
+    }),
+    runDuration: new Histogram({
+      name: 'kubegc_node_gc_duration_seconds',
+      help: 'Duration of image and container GC passes',
+      labelNames: ['gc'],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers,
+    }),
+    errors: new Counter({
+      name: 'kubegc_node_gc_errors_total',
+      help: 'Errors of image and container GC passes, by kind: runtime, remove, filesystem, api, state-file, other',
+      labelNames: ['gc', 'kind'],
+      registers,
+    }),
+    runtimeUp: new Gauge({
+      name: 'kubegc_node_runtime_up',
+      help: '1 if the last CRI call reached the runtime, else 0',
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,59 @@
+// Warning events on this node's Node object (FreeDiskSpaceFailed,
+// ImageGCFailed, ContainerGCFailed, InvalidDiskCapacity), as the kubelet
+// records them. Best effort: without API access they are only logged.
+import { isNotFound, type KubeClient } from '../api/client.ts';
+import { apiEventRecorder, type EventRecorder } from '../gc/events.ts';
+import type { Logger } from '../log.ts';
+
+export type NodeEventReason =
+  'FreeDiskSpaceFailed' | 'ImageGCFailed' | 'ContainerGCFailed' | 'InvalidDiskCapacity';
+
+export interface NodeEvents {
+  warning(reason: NodeEventReason, note: string): void;
+}
+
+export const noNodeEvents: NodeEvents = { warning: () => undefined };
+
+/** The action field of events.k8s.io/v1 events, per reason. */
+const ACTION: Record<NodeEventReason, string> = {
+  FreeDiskSpaceFailed: 'ImageGarbageCollect',
+  ImageGCFailed: 'ImageGarbageCollect',
+  InvalidDiskCapacity: 'ImageGarbageCollect',
+  ContainerGCFailed: 'ContainerGarbageCollect',
+};
+
+export function apiNodeEvents(client: KubeClient, nodeName: string, log: Logger): NodeEvents {
+  const recorder: EventRecorder = apiEventRecorder(client, log);
+  // The kubelet's node reference uses the node name as UID; the real UID is
+  // better when the Node object can be read, so look it up once.
+  let uid: Promise<string> | undefined;
+  const nodeUid = (): Promise<string> => {
+    uid ??= client
+      .request<{ metadata?: { uid?: string } }>(
+        'GET',
+        `/api/v1/nodes/${encodeURIComponent(nodeName)}`,
+      )
+      .then((n) => n.metadata?.uid ?? nodeName)
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) uid = undefined; // try again next time
+        log.debug('cannot read the Node object; events name it by name only', {
+          node: nodeName,
+          error: (err as Error).message,
+        });
+        return nodeName;
+      });
+    return uid;
+  };
+  return {
+    warning(reason, note) {
+      void nodeUid().then((u) =>
+        recorder.warning(
+          { apiVersion: 'v1', kind: 'Node', name: nodeName, uid: u },
+          reason,
+          ACTION[reason],
+          note,
+        ),
+      );
+    },
+  };
+}

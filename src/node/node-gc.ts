@@ -1,0 +1,177 @@
+// The node GC loop: a container pass every --container-gc-period and an image
+// pass every --image-gc-period, each timed, counted and reported; a failed
+// pass (runtime down, API down, disk unreadable) is one error line, an event
+// and a retry at the next period. `--once` runs one of each and exits.
+import type { Logger } from '../log.ts';
+import type { ContainerGarbageCollector, ContainerPassResult } from './container-gc.ts';
+import { FilesystemError, type ImageGarbageCollector, type ImagePassResult } from './image-gc.ts';
+import type { ErrorKind, GcKind, NodeMetrics } from './metrics.ts';
+import type { NodeEvents } from './node-events.ts';
+import { RuntimeUnavailableError, type RuntimeConnection } from './runtime.ts';
+
+export interface NodeGcOptions {
+  imagePeriodMs: number;
+  containerPeriodMs: number;
+}
+
+/** Exit codes of `kubegc node --once`. */
+export const EXIT_OK = 0;
+export const EXIT_PASS_FAILED = 1;
+/** The image pass could not free enough to reach the low threshold. */
+export const EXIT_SHORTFALL = 3;
+
+export type PassOutcome<T> = { ok: true; result: T } | { ok: false; error: Error };
+
+export class NodeGc {
+  private readonly runtime: RuntimeConnection;
+  private readonly images: ImageGarbageCollector;
+  private readonly containers: ContainerGarbageCollector;
+  private readonly log: Logger;
+  private readonly metrics: NodeMetrics;
+  private readonly events: NodeEvents;
+  private readonly opts: NodeGcOptions;
+  private timers = new Set<NodeJS.Timeout>();
+  private running = new Set<Promise<unknown>>();
+  private stopped = false;
+
+  constructor(deps: {
+    runtime: RuntimeConnection;
+    images: ImageGarbageCollector;
+    containers: ContainerGarbageCollector;
+    log: Logger;
+    metrics: NodeMetrics;
+    events: NodeEvents;
+    options: NodeGcOptions;
+  }) {
+    this.runtime = deps.runtime;
+    this.images = deps.images;
+    this.containers = deps.containers;
+    this.log = deps.log;
+    this.metrics = deps.metrics;
+    this.events = deps.events;
+    this.opts = deps.options;
+  }
+
+  private async timed<T>(gc: GcKind, pass: () => Promise<T>): Promise<PassOutcome<T>> {
+    const started = process.hrtime.bigint();
+    const end = this.metrics.runDuration.startTimer({ gc });
+    try {
+      const result = await pass();
+      this.metrics.lastSuccessTimestamp.set({ gc }, Date.now() / 1000);
+      return { ok: true, result };
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      const unavailable = error instanceof RuntimeUnavailableError;
+      const kind: ErrorKind = unavailable
+        ? 'runtime'
+        : error instanceof FilesystemError
+          ? 'filesystem'
+          : 'other';
+      this.metrics.errors.inc({ gc, kind });
+      this.log.error(unavailable ? 'container runtime unavailable' : `${gc} GC pass failed`, {
+        gc,
+        endpoint: this.runtime.endpoint,
+        error: error.message,
+        durationMs: Number((process.hrtime.bigint() - started) / 1_000_000n),
+      });
+      this.events.warning(
+        gc === 'image' ? 'ImageGCFailed' : 'ContainerGCFailed',
+        `${gc} garbage collection failed: ${error.message}`,
+      );
+      return { ok: false, error };
+    } finally {
+      end();
+      this.metrics.lastRunTimestamp.set({ gc }, Date.now() / 1000);
+    }
+  }
+
+  async imagePass(): Promise<PassOutcome<ImagePassResult>> {
+    const started = Date.now();
+    const outcome = await this.timed('image', () => this.images.run());
+    if (outcome.ok) {
+      const r = outcome.result;
+      this.log.info('image GC pass done', {
+        removed: r.removed.length,
+        byReason: {
+          age: r.removed.filter((x) => x.reason === 'age').length,
+          space: r.removed.filter((x) => x.reason === 'space').length,
+        },
+        usagePercentBefore: r.usagePercentBefore,
+        usagePercentAfter: r.usagePercentAfter,
+        wantedBytes: r.wantedBytes,
+        reportedFreedBytes: r.reportedFreedBytes,
+        measuredFreedBytes: r.measuredFreedBytes,
+        shortfallBytes: r.shortfallBytes,
+        capped: r.capped,
+        dryRun: r.dryRun,
+        durationMs: Date.now() - started,
+      });
+    }
+    return outcome;
+  }
+
+  async containerPass(): Promise<PassOutcome<ContainerPassResult>> {
+    const started = Date.now();
+    const outcome = await this.timed('container', () => this.containers.run());
+    if (outcome.ok) {
+      const r = outcome.result;
+      this.log.info('container GC pass done', {
+        containers: r.containers.length,
+        sandboxes: r.sandboxes.length,
+        podLogDirectories: r.podLogDirectories.length,
+        logSymlinks: r.logSymlinks.length,
+        podsKnown: r.podsKnown,
+        failures: r.failures,
+        dryRun: r.dryRun,
+        durationMs: Date.now() - started,
+      });
+    }
+    return outcome;
+  }
+
+  /**
+   * One container pass (dead containers release their images) then one image
+   * pass; the exit code says whether both worked and the low threshold was reached.
+   */
+  async once(): Promise<number> {
+    const containers = await this.containerPass();
+    const images = await this.imagePass();
+    if (!containers.ok || !images.ok) return EXIT_PASS_FAILED;
+    if (containers.result.failures > 0) return EXIT_PASS_FAILED;
+    if (images.result.shortfallBytes > 0) return EXIT_SHORTFALL;
+    return EXIT_OK;
+  }
+
+  /** Runs both loops until stop(); each pass starts one period after the previous one ended. */
+  start(): void {
+    const loop = (gc: GcKind, periodMs: number, pass: () => Promise<unknown>): void => {
+      const tick = (): void => {
+        if (this.stopped) return;
+        const p = pass().finally(() => {
+          this.running.delete(p);
+          if (this.stopped) return;
+          const t = setTimeout(() => {
+            this.timers.delete(t);
+            tick();
+          }, periodMs);
+          this.timers.add(t);
+        });
+        this.running.add(p);
+      };
+      this.log.debug('starting GC loop', { gc, periodMs });
+      tick();
+    };
+    // Containers first: a dead container keeps its image in use.
+    loop('container', this.opts.containerPeriodMs, () => this.containerPass());
+    loop('image', this.opts.imagePeriodMs, () => this.imagePass());
+  }
+
+  /** Stops scheduling and waits for passes in flight. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    await Promise.allSettled([...this.running]);
+    this.runtime.close();
+  }
+}

@@ -1,0 +1,222 @@
+// Container GC of `kubegc node` against a real containerd: the per-container
+// cap, the minimum TTL, unidentified containers, running containers, the
+// global cap with the per-unit average rule then oldest-first, and (with API
+// access) containers, sandboxes and log directories of pods deleted from the API.
+import { randomBytes } from 'node:crypto';
+import { existsSync, lstatSync, mkdirSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { legacyLogSymlinkName } from '../../src/node/container-gc-policy.ts';
+import { clients, e2eCluster, testNamespace, type Clients } from '../support/cluster.ts';
+import {
+  startContainerd,
+  type PodSandboxHandle,
+  type TestContainerd,
+} from '../support/containerd.ts';
+import { runNodeOnce } from '../support/kubegc-node.ts';
+
+let h: TestContainerd;
+
+beforeAll(async () => {
+  h = await startContainerd({ sizeMiB: 128 });
+});
+
+afterAll(async () => {
+  await h?.teardown();
+});
+
+beforeEach(async () => {
+  await h.reset();
+});
+
+/** `count` dead containers of one (pod, container name), oldest first. */
+async function deadContainers(
+  pod: PodSandboxHandle,
+  name: string,
+  count: number,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let attempt = 0; attempt < count; attempt++)
+    ids.push(
+      await h.runContainer(
+        pod,
+        { name, image: h.pause.name, command: ['/bin/true'], attempt },
+        'exited',
+      ),
+    );
+  return ids;
+}
+
+/** The kubelet's /var/log/containers symlink to a container's log file. */
+function linkLog(pod: PodSandboxHandle, name: string, attempt: number, id: string): string {
+  mkdirSync(h.containerLogsDir, { recursive: true });
+  const link = path.join(
+    h.containerLogsDir,
+    legacyLogSymlinkName(pod.name, pod.namespace, name, id),
+  );
+  symlinkSync(path.join(pod.logDirectory, name, `${attempt}.log`), link);
+  return link;
+}
+
+const linkExists = (p: string): boolean => {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test('per-container cap, minimum TTL, unidentified and running containers, logs', async () => {
+  const pod = await h.runPod({ name: 'web' });
+  const jobs = await deadContainers(pod, 'job', 5);
+  const server = await h.runContainer(
+    pod,
+    { name: 'server', image: h.pause.name, command: ['/bin/sleep', 'infinity'] },
+    'running',
+  );
+  const unidentified = await h.runContainer(
+    pod,
+    { name: 'stray', image: h.pause.name, command: ['/bin/true'], unlabelled: true },
+    'exited',
+  );
+  const links = jobs.map((id, attempt) => linkLog(pod, 'job', attempt, id));
+  const serverLink = linkLog(pod, 'server', 0, server);
+  const all = new Set([...jobs, server, unidentified]);
+
+  // Every dead container is younger than the minimum TTL: nothing goes.
+  const young = await runNodeOnce(h, ['--minimum-container-ttl-duration', '1h']);
+  expect(young.code).toBe(0);
+  expect(await h.containerIds()).toEqual(all);
+
+  // A symlink whose log file is gone, of a container the runtime does not know.
+  const dangling = path.join(
+    h.containerLogsDir,
+    legacyLogSymlinkName('gone', 'default', 'c', randomBytes(32).toString('hex')),
+  );
+  symlinkSync(path.join(h.podLogsDir, 'default_gone_x', 'c', '0.log'), dangling);
+  const run = await runNodeOnce(h, []);
+  expect(run.code).toBe(0);
+  const newest = jobs[4] ?? '';
+  expect(await h.containerIds()).toEqual(new Set([newest, server]));
+  expect(Object.fromEntries(run.logged('removed container').map((l) => [l.id, l.reason]))).toEqual({
+    ...Object.fromEntries(jobs.slice(0, 4).map((id) => [id, 'max-per-pod-container'])),
+    [unidentified]: 'unidentified',
+  });
+  // Removed containers lose their log file and symlink; `kubectl logs --previous`
+  // still finds the newest dead one's, and the running one's.
+  for (let attempt = 0; attempt < 4; attempt++) {
+    expect(existsSync(path.join(pod.logDirectory, 'job', `${attempt}.log`))).toBe(false);
+    expect(linkExists(links[attempt] ?? '')).toBe(false);
+  }
+  expect(existsSync(path.join(pod.logDirectory, 'job', '4.log'))).toBe(true);
+  expect(existsSync(links[4] ?? '')).toBe(true);
+  expect(existsSync(serverLink)).toBe(true);
+  expect(linkExists(dangling)).toBe(false);
+  expect(run.logged('removed dangling log symlink').map((l) => l.path)).toEqual([dangling]);
+  // The pod's sandbox is ready: kept.
+  expect(await h.sandboxIds()).toEqual(new Set([pod.id]));
+});
+
+test('global cap: an equal share per (pod, container) first, then the oldest', async () => {
+  const a = await deadContainers(await h.runPod({ name: 'a' }), 'app', 4);
+  const b = await deadContainers(await h.runPod({ name: 'b' }), 'app', 4);
+  const perContainer = ['--maximum-dead-containers-per-container', '10'];
+
+  // 8 dead in 2 units, cap 5: each unit keeps its newest 5 ÷ 2 = 2 (plain
+  // oldest-first would have taken three of a's).
+  const share = await runNodeOnce(h, [...perContainer, '--maximum-dead-containers', '5']);
+  expect(share.code).toBe(0);
+  expect(await h.containerIds()).toEqual(new Set([a[2], a[3], b[2], b[3]]));
+  for (const l of share.logged('removed container')) expect(l.reason).toBe('max-containers');
+
+  // Cap 1 with 2 units: one each, then the oldest of those goes.
+  const oldest = await runNodeOnce(h, [...perContainer, '--maximum-dead-containers', '1']);
+  expect(oldest.code).toBe(0);
+  expect(await h.containerIds()).toEqual(new Set([b[3]]));
+});
+
+describe('with API access', () => {
+  let c: Clients;
+  let nodeName: string;
+
+  beforeAll(async () => {
+    c = clients(await e2eCluster());
+    nodeName = `kubegc-e2e-${process.pid}-${Date.now().toString(36)}`;
+    await c.core.createNode({ body: { metadata: { name: nodeName } } });
+  });
+
+  afterAll(async () => {
+    await c.core.deleteNode({ name: nodeName });
+  });
+
+  test('containers, sandboxes and log directories of pods deleted from the API are removed; live pods keep their newest', async () => {
+    const cluster = await e2eCluster();
+    const namespace = await testNamespace(c.core, 'node-gc');
+    const livePod = await c.core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: 'live' },
+        spec: { nodeName, containers: [{ name: 'app', image: 'kubegc.test/app:1' }] },
+      },
+    });
+    const liveUid = livePod.metadata?.uid ?? '';
+
+    // The live pod: a superseded sandbox and its current one, both stopped, one dead container each.
+    const liveOld = await h.runPod({ name: 'live', namespace, uid: liveUid, attempt: 0 });
+    const liveOldContainer = (await deadContainers(liveOld, 'app', 1))[0];
+    await h.stopPod(liveOld);
+    const liveNew = await h.runPod({ name: 'live', namespace, uid: liveUid, attempt: 1 });
+    await h.stopPod(liveNew);
+    // A pod the API no longer has: dead containers and a stopped sandbox.
+    const gone = await h.runPod({ name: 'gone', namespace });
+    const goneContainers = await deadContainers(gone, 'app', 2);
+    await h.stopPod(gone);
+    expect(existsSync(gone.logDirectory)).toBe(true);
+
+    const run = await runNodeOnce(h, ['--kubeconfig', cluster.kubeconfig, '--node-name', nodeName]);
+    expect(run.code).toBe(0);
+    expect(run.logged('container GC pass done')[0]?.podsKnown).toBe(true);
+
+    // The live pod's one dead container is the newest of its unit: kept, and
+    // with it the old sandbox it runs in. The deleted pod loses everything.
+    expect(await h.containerIds()).toEqual(new Set([liveOldContainer]));
+    expect(await h.sandboxIds()).toEqual(new Set([liveOld.id, liveNew.id]));
+    expect(
+      Object.fromEntries(run.logged('removed container').map((l) => [l.id, l.reason])),
+    ).toEqual(Object.fromEntries(goneContainers.map((id) => [id, 'pod-deleted'])));
+    expect(run.logged('removed sandbox').map((l) => [l.id, l.reason])).toEqual([
+      [gone.id, 'pod-deleted'],
+    ]);
+    expect(existsSync(gone.logDirectory)).toBe(false);
+    expect(existsSync(liveOld.logDirectory)).toBe(true);
+
+    // Once the live pod's container is gone (a stricter cap), its superseded sandbox goes too.
+    const strict = await runNodeOnce(h, [
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--node-name',
+      nodeName,
+      '--maximum-dead-containers-per-container',
+      '0',
+    ]);
+    expect(strict.code).toBe(0);
+    expect(await h.containerIds()).toEqual(new Set());
+    expect(await h.sandboxIds()).toEqual(new Set([liveNew.id]));
+    expect(strict.logged('removed sandbox').map((l) => [l.id, l.reason])).toEqual([
+      [liveOld.id, 'superseded'],
+    ]);
+    await c.core.deleteNamespace({ name: namespace });
+  });
+});
+
+test('without API access, containers of pods unknown to the API are kept', async () => {
+  const gone = await h.runPod({ name: 'gone' });
+  const [only] = await deadContainers(gone, 'app', 1);
+  await h.stopPod(gone);
+  const run = await runNodeOnce(h, []);
+  expect(run.code).toBe(0);
+  expect(run.logged('container GC pass done')[0]?.podsKnown).toBe(false);
+  expect(await h.containerIds()).toEqual(new Set([only]));
+  expect(await h.sandboxIds()).toEqual(new Set([gone.id]));
+  expect(existsSync(gone.logDirectory)).toBe(true);
+});

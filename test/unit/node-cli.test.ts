@@ -1,0 +1,100 @@
+// `kubegc node` as an operator meets it without a runtime: help, and one
+// clear line with exit code 2 for flags the kubelet would reject.
+import { spawnSync } from 'node:child_process';
+import { UsageError } from '../../src/cli/flags.ts';
+import { nodeCommand } from '../../src/cli/node.ts';
+import { CLI } from '../support/kubegc.ts';
+
+function kubegc(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, KUBERNETES_SERVICE_HOST: '' },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test('node --help lists the kubelet-style flags', () => {
+  const r = kubegc('node', '--help');
+  expect(r.status).toBe(0);
+  for (const flag of [
+    '--cri-endpoint',
+    '--image-gc-high-threshold',
+    '--image-gc-low-threshold',
+    '--image-minimum-gc-age',
+    '--image-maximum-gc-age',
+    '--pinned-images',
+    '--state-file',
+    '--max-removals-per-run',
+    '--image-gc-period',
+    '--container-gc-period',
+    '--minimum-container-ttl-duration',
+    '--maximum-dead-containers-per-container',
+    '--maximum-dead-containers',
+    '--pod-logs-dir',
+    '--container-logs-dir',
+    '--node-name',
+    '--once',
+    '--dry-run',
+    '--metrics-bind-address',
+    '--health-probe-bind-address',
+  ]) {
+    expect(r.stdout).toContain(flag);
+  }
+});
+
+test.each([
+  [['--image-gc-high-threshold', '101'], /--image-gc-high-threshold 101 must be between 0 and 100/],
+  [['--image-gc-low-threshold', '-1'], /--image-gc-low-threshold -1 must be between 0 and 100/],
+  [
+    ['--image-gc-high-threshold', '70', '--image-gc-low-threshold', '75'],
+    /--image-gc-low-threshold 75 can not be higher than --image-gc-high-threshold 70/,
+  ],
+  [
+    ['--image-maximum-gc-age', '1m'],
+    /--image-maximum-gc-age \(60s\) must be greater than --image-minimum-gc-age \(120s\)/,
+  ],
+  [['--image-gc-high-threshold', 'high'], /--image-gc-high-threshold: "high" is not an integer/],
+  [['--image-minimum-gc-age', '2'], /invalid duration/],
+  [['--max-removals-per-run', '-1'], /--max-removals-per-run: must be at least 0/],
+  [['--metrics-bind-address', 'nowhere'], /invalid bind address/],
+  [['--kubeconfig', '/nonexistent/kubeconfig'], /cannot load kubeconfig \/nonexistent\/kubeconfig/],
+  [['--bogus'], /unknown flag --bogus/],
+  [['extra'], /unexpected argument "extra"/],
+])('kubegc node %p is a usage error (one line, exit code 2)', async (args, message) => {
+  const err = await nodeCommand(args).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(UsageError);
+  expect((err as Error).message).toMatch(message);
+  expect((err as Error).message).not.toContain('\n');
+});
+
+test('a usage error is one line on stderr and exit code 2', () => {
+  const r = kubegc('node', '--image-gc-high-threshold', '70', '--image-gc-low-threshold', '75');
+  expect(r.status).toBe(2);
+  expect(r.stderr.trim().split('\n')).toEqual([
+    'kubegc: --image-gc-low-threshold 75 can not be higher than --image-gc-high-threshold 70',
+  ]);
+});
+
+test('--once against a missing socket: one clear error line per pass, exit code 1', () => {
+  const r = kubegc(
+    'node',
+    '--once',
+    '--cri-endpoint',
+    'unix:///nonexistent/kubegc-test.sock',
+    '--runtime-request-timeout',
+    '2s',
+  );
+  expect(r.status).toBe(1);
+  const errors = r.stderr
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { level: string; msg: string; error?: string })
+    .filter((l) => l.level === 'error');
+  expect(errors).toHaveLength(2); // the container pass and the image pass
+  for (const e of errors) {
+    expect(e.msg).toBe('container runtime unavailable');
+    expect(e.error).toMatch(
+      /cannot reach the container runtime at unix:\/\/\/nonexistent\/kubegc-test.sock: .*ENOENT/,
+    );
+  }
+});

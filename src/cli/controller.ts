@@ -8,24 +8,20 @@ import {
   DEFAULT_IGNORED_RESOURCES,
   GarbageCollector,
 } from '../gc/garbage-collector.ts';
-import { createLogger, LEVELS, type Level } from '../log.ts';
+import { createLogger, type Level } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { debugGraphRoute } from '../observability/debug-graph.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
-import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
+import { startObservabilityServer } from '../observability/server.ts';
+import {
+  atLeast,
+  HEALTH_PROBE_BIND_ADDRESS_FLAG,
+  HELP_FLAG,
+  LOG_LEVEL_FLAG,
+  METRICS_BIND_ADDRESS_FLAG,
+} from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
-
-const atLeast = (min: number) => (v: unknown) =>
-  (v as number) < min ? `must be at least ${min}` : undefined;
-const validAddress = (v: unknown): string | undefined => {
-  try {
-    parseBindAddress(v as string);
-    return undefined;
-  } catch (err) {
-    return (err as Error).message;
-  }
-};
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
@@ -79,18 +75,8 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     help: 'decide, log and count, but never PATCH or DELETE',
     default: 'false',
   },
-  'metrics-bind-address': {
-    kind: 'string',
-    help: 'address for /metrics and /debug/graph (0 disables)',
-    default: ':8080',
-    validate: validAddress,
-  },
-  'health-probe-bind-address': {
-    kind: 'string',
-    help: 'address for /healthz and /readyz (0 disables)',
-    default: ':8081',
-    validate: validAddress,
-  },
+  'metrics-bind-address': METRICS_BIND_ADDRESS_FLAG('/metrics and /debug/graph'),
+  'health-probe-bind-address': HEALTH_PROBE_BIND_ADDRESS_FLAG,
   'leader-elect': {
     kind: 'bool',
     help: 'run as one of several replicas: only the holder of a Lease decides and writes',
@@ -117,14 +103,8 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     help: "namespace of the Lease (default: the pod's namespace in a cluster, else kubegc-system)",
   },
   'leader-elect-resource-name': { kind: 'string', help: 'name of the Lease', default: 'kubegc' },
-  'log-level': {
-    kind: 'string',
-    help: `one of ${LEVELS.join(', ')}`,
-    default: 'info',
-    validate: (v) =>
-      LEVELS.includes(v as Level) ? undefined : `must be one of ${LEVELS.join(', ')}`,
-  },
-  help: { kind: 'bool', help: 'show this help' },
+  'log-level': LOG_LEVEL_FLAG,
+  help: HELP_FLAG,
 };
 
 export const CONTROLLER_USAGE = `usage: kubegc controller [flags]

@@ -4,7 +4,7 @@ import os from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
-import { createLogger, LEVELS, type Level, type Logger } from '../log.ts';
+import { createLogger, type Level, type Logger } from '../log.ts';
 import { ContainerGarbageCollector } from '../node/container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
 import { ImageGarbageCollector } from '../node/image-gc.ts';
@@ -14,20 +14,17 @@ import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
 import { apiPodLister } from '../node/pods.ts';
 import { RuntimeConnection } from '../node/runtime.ts';
-import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
+import { startObservabilityServer } from '../observability/server.ts';
 import { VERSION } from '../version.ts';
+import {
+  atLeast,
+  HEALTH_PROBE_BIND_ADDRESS_FLAG,
+  HELP_FLAG,
+  LOG_LEVEL_FLAG,
+  METRICS_BIND_ADDRESS_FLAG,
+} from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
-const atLeast = (min: number) => (v: unknown) =>
-  (v as number) < min ? `must be at least ${min}` : undefined;
-const validAddress = (v: unknown): string | undefined => {
-  try {
-    parseBindAddress(v as string);
-    return undefined;
-  } catch (err) {
-    return (err as Error).message;
-  }
-};
 const minutes = (ms: number): string => `${ms / 60_000}m`;
 
 export const NODE_FLAGS: FlagSpecs = {
@@ -137,26 +134,10 @@ export const NODE_FLAGS: FlagSpecs = {
     help: 'decide and log what would be removed, remove nothing',
     default: 'false',
   },
-  'metrics-bind-address': {
-    kind: 'string',
-    help: 'address for /metrics (0 disables)',
-    default: ':8080',
-    validate: validAddress,
-  },
-  'health-probe-bind-address': {
-    kind: 'string',
-    help: 'address for /healthz and /readyz (0 disables)',
-    default: ':8081',
-    validate: validAddress,
-  },
-  'log-level': {
-    kind: 'string',
-    help: `one of ${LEVELS.join(', ')}`,
-    default: 'info',
-    validate: (v) =>
-      LEVELS.includes(v as Level) ? undefined : `must be one of ${LEVELS.join(', ')}`,
-  },
-  help: { kind: 'bool', help: 'show this help' },
+  'metrics-bind-address': METRICS_BIND_ADDRESS_FLAG('/metrics'),
+  'health-probe-bind-address': HEALTH_PROBE_BIND_ADDRESS_FLAG,
+  'log-level': LOG_LEVEL_FLAG,
+  help: HELP_FLAG,
 };
 
 export const NODE_USAGE = `usage: kubegc node [flags]

@@ -1,0 +1,214 @@
+// The garbage collectors under test, as processes: kubegc (this repository's
+// CLI) and kube-controller-manager running only its garbage collector. Each
+// start reports when its initial sync is done, measured from just before the
+// process is spawned, and exposes its PID for RSS readings.
+import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import {
+  CONTROLLERS_GC_ONLY,
+  REPO_ROOT,
+  delay,
+  logFile,
+  startExtraControllerManager,
+  type Cluster,
+} from '../../cluster/controlplane.ts';
+
+export interface Running {
+  name: string;
+  pid: number;
+  /** performance.now() just before the spawn. */
+  startedAt: number;
+  /** Resolves with seconds from spawn to initial sync done; rejects if the process dies first. */
+  synced: Promise<number>;
+  /** kubegc only: its /metrics URL (from its start-up log line). */
+  metricsUrl?: string;
+  stop(): Promise<void>;
+}
+
+export type ContenderKind = 'kubegc' | 'kcm';
+
+export interface ContenderSpec {
+  /** Row label in the table. */
+  label: string;
+  kind: ContenderKind;
+  args: string[];
+}
+
+/** kube-controller-manager's own flags for "equal" settings; note its GC doubles the QPS it is given. */
+export const KCM_EQUAL_ARGS = [
+  '--kube-api-qps=500',
+  '--kube-api-burst=1000',
+  '--concurrent-gc-syncs=20',
+];
+
+export const CONTENDERS = {
+  kubegc: { label: 'kubegc (defaults)', kind: 'kubegc', args: [] },
+  kcmDefault: { label: 'kcm GC (defaults)', kind: 'kcm', args: [] },
+  kcmEqual: { label: 'kcm GC (equal settings)', kind: 'kcm', args: KCM_EQUAL_ARGS },
+} satisfies Record<string, ContenderSpec>;
+
+let starts = 0;
+
+/** `nodeFlags`: extra Node.js/V8 flags for kubegc (experiments, e.g. --optimize-for-size). */
+export function start(
+  cluster: Cluster,
+  spec: ContenderSpec,
+  nodeFlags: string[] = [],
+): Promise<Running> {
+  const logName = `bench-${spec.kind}-${++starts}`;
+  return spec.kind === 'kubegc'
+    ? startKubegc(cluster, logName, spec.args, nodeFlags)
+    : startKcmGc(cluster, logName, spec.args);
+}
+
+const SYNC_TIMEOUT_MS = 180_000;
+
+/**
+ * Resolves with seconds since `startedAt` once `file` contains `marker`.
+ * Both GCs log straight into a file, as they would in production: a pipe read
+ * by this (busy) benchmark process could block their writes and slow them.
+ * Reading the file every 20 ms bounds the error of the instant to that.
+ */
+async function waitForLine(
+  file: string,
+  marker: string,
+  startedAt: number,
+  dead: () => boolean,
+  onText: (text: string) => void = () => undefined,
+): Promise<number> {
+  for (const deadline = startedAt + SYNC_TIMEOUT_MS; performance.now() < deadline;) {
+    const text = await fs.readFile(file, 'utf8').catch(() => '');
+    onText(text);
+    if (text.includes(marker)) return (performance.now() - startedAt) / 1000;
+    if (dead()) throw new Error(`the process exited before its initial sync; see ${file}`);
+    await delay(20);
+  }
+  throw new Error(`no initial sync within ${SYNC_TIMEOUT_MS / 1000} s; see ${file}`);
+}
+
+/** kubegc: synced when it logs "garbage collector started" (graph built, workers running). */
+async function startKubegc(
+  cluster: Cluster,
+  logName: string,
+  args: string[],
+  nodeFlags: string[],
+): Promise<Running> {
+  const file = logFile(cluster.dir, logName);
+  const fd = openSync(file, 'w');
+  const startedAt = performance.now();
+  const child = spawn(
+    process.execPath,
+    [
+      ...nodeFlags,
+      '--disable-warning=ExperimentalWarning',
+      path.join(REPO_ROOT, 'src', 'cli.ts'),
+      'controller',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--metrics-bind-address',
+      '127.0.0.1:0',
+      '--health-probe-bind-address',
+      '127.0.0.1:0',
+      ...args,
+    ],
+    { stdio: ['ignore', 'ignore', fd] },
+  );
+  closeSync(fd);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('kubegc did not start');
+  const exited = new Promise<void>((r) => child.on('exit', () => r()));
+  const gone = (): boolean => child.exitCode !== null || child.signalCode !== null;
+  const running: Running = { name: 'kubegc', pid, startedAt, synced: Promise.resolve(0), stop };
+  running.synced = waitForLine(file, '"garbage collector started"', startedAt, gone, (text) => {
+    const address = /"metricsAddress":"([^"]+)"/.exec(text)?.[1];
+    if (address) running.metricsUrl = `http://${address}/metrics`;
+  });
+  running.synced.catch(() => undefined);
+  return running;
+  async function stop(): Promise<void> {
+    if (gone()) return;
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(killer);
+  }
+}
+
+const KCM_SYNCED = 'Garbage collector: all resource monitors have synced';
+
+/** kube-controller-manager with only its GC: synced at its "all resource monitors have synced" line. */
+async function startKcmGc(cluster: Cluster, logName: string, args: string[]): Promise<Running> {
+  const file = logFile(cluster.dir, logName);
+  await fs.rm(file, { force: true });
+  const startedAt = performance.now();
+  const proc = await startExtraControllerManager(cluster, logName, CONTROLLERS_GC_ONLY, args);
+  let stopped = false;
+  const synced = waitForLine(file, KCM_SYNCED, startedAt, () => stopped || !alive(proc.pid));
+  synced.catch(() => undefined);
+  const stop = async (): Promise<void> => {
+    stopped = true;
+    await proc.stop();
+  };
+  return { name: 'kcm', pid: proc.pid, startedAt, synced, stop };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** One gauge from a Prometheus text exposition (the first series of that name), or undefined. */
+export async function scrapeGauge(url: string, metric: string): Promise<number | undefined> {
+  const text = await (await fetch(url)).text();
+  const m = new RegExp(`^${metric}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/PID/stat. */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may contain spaces) in parentheses.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+/** USER_HZ: 100 on every Linux architecture Node runs on. */
+const CLOCK_TICKS = 100;
+
+/** The control plane's own processes (from its state file), to account their CPU. */
+export async function controlPlanePids(cluster: Cluster): Promise<Record<string, number>> {
+  const state = JSON.parse(await fs.readFile(path.join(cluster.dir, 'state.json'), 'utf8')) as {
+    processes: Record<string, { pid: number }>;
+  };
+  return Object.fromEntries(Object.entries(state.processes).map(([k, v]) => [k, v.pid]));
+}
+
+/** Resident set size of a process, from /proc/PID/status (VmRSS), in bytes. */
+export async function rssBytes(pid: number): Promise<number> {
+  const status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
+  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+  if (!m?.[1]) throw new Error(`no VmRSS for ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+/**
+ * RSS once it has settled after the initial sync: sampled every 250 ms until
+ * the last 2 s of samples lie within 2% of each other (at most 20 s). Both
+ * runtimes keep growing for a moment after their sync (graph building, GC).
+ */
+export async function settledRss(pid: number): Promise<number> {
+  const samples: number[] = [];
+  for (const deadline = performance.now() + 20_000; performance.now() < deadline;) {
+    samples.push(await rssBytes(pid));
+    const window = samples.slice(-9);
+    if (window.length === 9 && Math.max(...window) <= Math.min(...window) * 1.02) break;
+    await delay(250);
+  }
+  return samples[samples.length - 1] ?? 0;
+}

@@ -1,0 +1,302 @@
+// The measurements on the real control plane. Every contender runs alone (it
+// is started for its repetition and stopped right after), on a fresh
+// namespace, one after another on the same control plane.
+import type { Cluster } from '../../cluster/controlplane.ts';
+import { apiRequest, delay } from '../../cluster/controlplane.ts';
+import type { KubeClient } from '../../src/api/client.ts';
+import {
+  controlPlanePids,
+  cpuSeconds,
+  scrapeGauge,
+  settledRss,
+  start,
+  type ContenderSpec,
+  type Running,
+} from './contenders.ts';
+import {
+  collectionVersion,
+  createConfigMaps,
+  createNamespace,
+  deleteConfigMap,
+  deleteNamespace,
+  pool,
+  watchDeletes,
+  type ConfigMapSpec,
+} from './kube.ts';
+
+export interface Env {
+  cluster: Cluster;
+  client: KubeClient;
+  log: (line: string) => void;
+  /** Extra Node.js flags for kubegc. */
+  nodeFlags: string[];
+}
+
+/** Longest a single cascade may take before it counts as failed (kcm at QPS 20 needs ~100 s for 2,000). */
+const CASCADE_TIMEOUT_MS = 900_000;
+let namespaces = 0;
+
+async function freshNamespace(env: Env, prefix: string): Promise<string> {
+  const ns = `${prefix}-${Date.now().toString(36)}-${++namespaces}`;
+  await createNamespace(env.client, ns);
+  return ns;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+const depName = (i: number): string => `dep-${String(i).padStart(6, '0')}`;
+
+/** Creates one owner and `n` dependents; returns the time it took. */
+async function backgroundTree(env: Env, ns: string, n: number): Promise<number> {
+  const t0 = performance.now();
+  const [uid] = await createConfigMaps(env.client, ns, [{ name: 'owner' }]);
+  if (!uid) throw new Error('owner not created');
+  const owner = { name: 'owner', uid, blockOwnerDeletion: false };
+  const specs = Array.from({ length: n }, (_, i): ConfigMapSpec => ({ name: depName(i), owner }));
+  await createConfigMaps(env.client, ns, specs);
+  return (performance.now() - t0) / 1000;
+}
+
+/** Starts a contender and waits for its initial sync, then lets its start-up burst calm down. */
+async function ready(env: Env, spec: ContenderSpec): Promise<Running> {
+  const gc = await start(env.cluster, spec, env.nodeFlags);
+  try {
+    await gc.synced;
+    await delay(1000);
+  } catch (err) {
+    await gc.stop();
+    throw err;
+  }
+  return gc;
+}
+
+export interface CascadeRun {
+  seconds: number;
+  createSeconds: number;
+  /** CPU seconds used during the measured window: by the GC (the benchmark process for the ceiling), kube-apiserver, etcd. */
+  cpu: WindowCost['cpu'];
+  /** ConfigMap requests the API server completed in the window, by verb. */
+  requests: WindowCost['requests'];
+}
+
+/**
+ * What the measured window cost: CPU seconds of the GC, kube-apiserver and
+ * etcd (a GC competes with the API server for the same cores), and the
+ * requests on ConfigMaps the API server completed, by verb (its own
+ * apiserver_request_total; the benchmark adds one DELETE, the owner's).
+ */
+async function windowMeter(env: Env, gcPid: number): Promise<() => Promise<WindowCost>> {
+  const cp = await controlPlanePids(env.cluster);
+  const pids = { gc: gcPid, apiserver: cp['kube-apiserver'] ?? 0, etcd: cp.etcd ?? 0 };
+  const cpu = async (): Promise<WindowCost['cpu']> => ({
+    gc: await cpuSeconds(pids.gc),
+    apiserver: await cpuSeconds(pids.apiserver),
+    etcd: await cpuSeconds(pids.etcd),
+  });
+  // Requests read outside the CPU readings, so the scrape's own cost stays out of the window.
+  const before = { requests: await configMapRequests(env), cpu: await cpu() };
+  return async () => {
+    const afterCpu = await cpu();
+    const after = { cpu: afterCpu, requests: await configMapRequests(env) };
+    const requests: Record<string, number> = {};
+    for (const [verb, n] of Object.entries(after.requests)) {
+      const d = n - (before.requests[verb] ?? 0);
+      if (d > 0) requests[verb] = d;
+    }
+    return {
+      cpu: {
+        gc: round2(after.cpu.gc - before.cpu.gc),
+        apiserver: round2(after.cpu.apiserver - before.cpu.apiserver),
+        etcd: round2(after.cpu.etcd - before.cpu.etcd),
+      },
+      requests,
+    };
+  };
+}
+
+export interface WindowCost {
+  cpu: { gc: number; apiserver: number; etcd: number };
+  requests: Record<string, number>;
+}
+
+/** apiserver_request_total for core ConfigMaps, summed by verb. */
+async function configMapRequests(env: Env): Promise<Record<string, number>> {
+  // The exposition format is text: read it with the control plane's raw helper, not KubeClient (JSON).
+  const res = await apiRequest(env.cluster.dir, 'GET', '/metrics');
+  if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`);
+  const out: Record<string, number> = {};
+  for (const line of res.body.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{') || !line.includes('resource="configmaps"'))
+      continue;
+    const verb = /verb="([^"]+)"/.exec(line)?.[1];
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (verb) out[verb] = (out[verb] ?? 0) + value;
+  }
+  return out;
+}
+
+const round2 = (x: number): number => Math.round(x * 100) / 100;
+
+/**
+ * Background cascade: owner → n dependents, DELETE the owner, seconds until
+ * the watch has seen every dependent DELETED. `spec` undefined is the ceiling:
+ * no GC runs, and a plain client deletes the owner and then the n dependents
+ * itself with `ceilingConcurrency` requests in flight.
+ */
+export async function cascade(
+  env: Env,
+  spec: ContenderSpec | undefined,
+  n: number,
+  ceilingConcurrency = 20,
+): Promise<CascadeRun> {
+  const ns = await freshNamespace(env, 'bench-cascade');
+  try {
+    const createSeconds = await backgroundTree(env, ns, n);
+    const gc = spec ? await ready(env, spec) : undefined;
+    try {
+      const rv = await collectionVersion(env.client, ns);
+      const watch = watchDeletes(
+        env.client,
+        ns,
+        rv,
+        (gone) => gone.size >= n + 1, // the owner and every dependent
+      );
+      try {
+        const cost = await windowMeter(env, gc?.pid ?? process.pid);
+        const t0 = performance.now();
+        await deleteConfigMap(env.client, ns, 'owner', 'Background');
+        if (!spec) {
+          const names = Array.from({ length: n }, (_, i) => depName(i));
+          await pool(names, ceilingConcurrency, (name) =>
+            deleteConfigMap(env.client, ns, name, 'Background'),
+          );
+        }
+        const t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `cascade in ${ns}`);
+        return { seconds: (t1 - t0) / 1000, createSeconds, ...(await cost()) };
+      } finally {
+        watch.stop();
+      }
+    } finally {
+      await gc?.stop();
+    }
+  } finally {
+    await deleteNamespace(env.client, ns);
+  }
+}
+
+/** Foreground tree: owner → `middles` objects → `leaves` each, every reference blocking. */
+async function foregroundTree(
+  env: Env,
+  ns: string,
+  middles: number,
+  leaves: number,
+): Promise<number> {
+  const t0 = performance.now();
+  const [uid] = await createConfigMaps(env.client, ns, [{ name: 'owner' }]);
+  if (!uid) throw new Error('owner not created');
+  const owner = { name: 'owner', uid, blockOwnerDeletion: true };
+  const midSpecs = Array.from({ length: middles }, (_, m) => ({ name: `mid-${m}`, owner }));
+  const midUids = await createConfigMaps(env.client, ns, midSpecs);
+  const leafSpecs = midUids.flatMap((muid, m) =>
+    Array.from({ length: leaves }, (_, l) => ({
+      name: `leaf-${m}-${l}`,
+      owner: { name: `mid-${m}`, uid: muid, blockOwnerDeletion: true },
+    })),
+  );
+  await createConfigMaps(env.client, ns, leafSpecs);
+  return (performance.now() - t0) / 1000;
+}
+
+/**
+ * Foreground cascade over three levels: DELETE the owner with Foreground,
+ * seconds until the owner itself is gone (it goes last, after every middle
+ * object and leaf, which the watch checks).
+ */
+export async function foreground(
+  env: Env,
+  spec: ContenderSpec,
+  middles: number,
+  leaves: number,
+): Promise<CascadeRun> {
+  const ns = await freshNamespace(env, 'bench-foreground');
+  try {
+    const createSeconds = await foregroundTree(env, ns, middles, leaves);
+    const gc = await ready(env, spec);
+    try {
+      const rv = await collectionVersion(env.client, ns);
+      const watch = watchDeletes(env.client, ns, rv, (_gone, last) => last === 'owner');
+      try {
+        const cost = await windowMeter(env, gc.pid);
+        const t0 = performance.now();
+        await deleteConfigMap(env.client, ns, 'owner', 'Foreground');
+        const t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `foreground in ${ns}`);
+        const expected = 1 + middles + middles * leaves;
+        if (watch.deleted.size !== expected)
+          throw new Error(
+            `foreground: owner gone after ${watch.deleted.size - 1} of ${expected - 1} dependents`,
+          );
+        return { seconds: (t1 - t0) / 1000, createSeconds, ...(await cost()) };
+      } finally {
+        watch.stop();
+      }
+    } finally {
+      await gc.stop();
+    }
+  } finally {
+    await deleteNamespace(env.client, ns);
+  }
+}
+
+export const MEMORY_NAMESPACE = 'bench-memory';
+
+/**
+ * Grows the memory namespace to `total` ConfigMaps (~300 bytes of data each):
+ * half owners, half dependents each owned by one owner. Owners are named so
+ * that lists return them before their dependents, so neither GC starts with
+ * thousands of unseen ("virtual") owners to verify.
+ */
+export async function growMemoryObjects(env: Env, have: number, total: number): Promise<number> {
+  if (have === 0) await createNamespace(env.client, MEMORY_NAMESPACE);
+  const t0 = performance.now();
+  const from = have / 2;
+  const to = total / 2;
+  const owners = Array.from({ length: to - from }, (_, k) => ({
+    name: `a-owner-${String(from + k).padStart(6, '0')}`,
+    dataBytes: 300,
+  }));
+  const uids = await createConfigMaps(env.client, MEMORY_NAMESPACE, owners);
+  const dependents = owners.map((o, k): ConfigMapSpec => ({
+    name: `b-dep-${String(from + k).padStart(6, '0')}`,
+    owner: { name: o.name, uid: uids[k] ?? '', blockOwnerDeletion: false },
+    dataBytes: 300,
+  }));
+  await createConfigMaps(env.client, MEMORY_NAMESPACE, dependents);
+  return (performance.now() - t0) / 1000;
+}
+
+export interface StartupRun {
+  syncSeconds: number;
+  rssBytes: number;
+  /** kubegc only: V8 heap in use at the same moment (from its own metrics), to tell graph from runtime. */
+  heapUsedBytes?: number;
+}
+
+/** Starts the contender on what the cluster holds now: seconds to initial sync, then settled RSS. */
+export async function startup(env: Env, spec: ContenderSpec): Promise<StartupRun> {
+  const gc = await start(env.cluster, spec, env.nodeFlags);
+  try {
+    const syncSeconds = await gc.synced;
+    const run: StartupRun = { syncSeconds, rssBytes: await settledRss(gc.pid) };
+    if (gc.metricsUrl)
+      run.heapUsedBytes = await scrapeGauge(gc.metricsUrl, 'nodejs_heap_size_used_bytes');
+    return run;
+  } finally {
+    await gc.stop();
+  }
+}

@@ -207,7 +207,9 @@ export function render(r: Results, d: Details, m: Machine): string {
   };
   const heapMb = (d.kubegcHeapMb as (number | null)[] | undefined) ?? [];
   const reps =
-    d.repetitions === 1 ? `1 repetition${r.quick ? ' (quick mode)' : ''}` : `median of ${d.repetitions} repetitions`;
+    d.repetitions === 1
+      ? `1 repetition${r.quick ? ' (quick mode)' : ''}`
+      : `median of ${d.repetitions} repetitions`;
   const parts = [
     `### Cascade: Background delete of 1 owner with ${c.n.toLocaleString('en-US')} dependent ConfigMaps (${reps})`,
     table(

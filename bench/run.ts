@@ -4,8 +4,8 @@
 //   npm run bench -- --quick      N=500, M=10,000, 100,000 graph objects, 1 repetition (< 5 min)
 // Development overrides: --reps R, --n N, --memory M1[,M2], --graph-objects G,
 // --only cascade,foreground,memory,graph, --contenders kubegc,kcm_default,kcm_equal,ceiling,
-// --keep-cluster, --node-flags "FLAGS"
-// (extra Node.js flags for kubegc and the graph process, for experiments).
+// --keep-cluster, and for experiments --node-flags "FLAGS" (Node.js flags for
+// kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -50,9 +50,13 @@ interface Plan {
   only: Set<string>;
   keepCluster: boolean;
   nodeFlags: string[];
+  kubegcArgs: string[];
+  kcmArgs: string[];
   /** Cascade contenders to run (development: skip the slow kcm default). */
   contenders: Set<string>;
 }
+
+const words = (text: string | undefined): string[] => (text ?? '').split(' ').filter(Boolean);
 
 function parsePlan(argv: string[]): Plan {
   const quick = argv.includes('--quick');
@@ -82,7 +86,9 @@ function parsePlan(argv: string[]): Plan {
     fanout: 100_000,
     only: new Set((opt('--only') ?? 'graph,cascade,foreground,memory').split(',')),
     keepCluster: argv.includes('--keep-cluster'),
-    nodeFlags: (opt('--node-flags') ?? '').split(' ').filter(Boolean),
+    nodeFlags: words(opt('--node-flags')),
+    kubegcArgs: words(opt('--kubegc-args')),
+    kcmArgs: words(opt('--kcm-args')),
     contenders: new Set((opt('--contenders') ?? 'kubegc,kcm_default,kcm_equal,ceiling').split(',')),
   };
 }
@@ -358,6 +364,10 @@ function standardNotes(plan: Plan): string[] {
     'kubegc runs from source (`node src/cli.ts`, type stripping at start-up), as `npm run bench` needs no build.',
     "Every GC is started after its objects exist and stopped right after its measurement: no two garbage collectors ever run at once (the cluster's own kube-controller-manager runs without its GC).",
   ];
+  if (plan.kubegcArgs.length || plan.kcmArgs.length)
+    notes.unshift(
+      `Experiment: extra arguments: kubegc [${plan.kubegcArgs.join(' ')}], kube-controller-manager [${plan.kcmArgs.join(' ')}].`,
+    );
   if (plan.nodeFlags.length)
     notes.unshift(
       `Experiment: kubegc and the graph process ran with Node.js flags ${plan.nodeFlags.join(' ')}.`,
@@ -382,7 +392,12 @@ async function withCluster<T>(
     throw new Error('the benchmark cluster runs kube-controller-manager with its GC');
   const client = await benchClient(cluster.kubeconfig);
   try {
-    return { value: await fn({ cluster, client, log, nodeFlags: plan.nodeFlags }), cluster };
+    const extras = {
+      nodeFlags: plan.nodeFlags,
+      kubegcArgs: plan.kubegcArgs,
+      kcmArgs: plan.kcmArgs,
+    };
+    return { value: await fn({ cluster, client, log, extras }), cluster };
   } finally {
     client.close();
     if (plan.keepCluster) log(`keeping the control plane in ${dir}`);
@@ -459,7 +474,12 @@ async function writeOutputs(
   await fs.writeFile(path.join(dir, 'latest.md'), markdown);
   // RESULTS.md holds full runs only; a partial (--only) or quick run never replaces it.
   const complete =
-    plan.only.size === 4 && plan.contenders.size === 4 && !plan.quick && !plan.nodeFlags.length;
+    plan.only.size === 4 &&
+    plan.contenders.size === 4 &&
+    !plan.quick &&
+    !plan.nodeFlags.length &&
+    !plan.kubegcArgs.length &&
+    !plan.kcmArgs.length;
   if (complete) await fs.writeFile(md, markdown);
   log(
     `wrote ${path.relative(REPO_ROOT, dir)}/latest.json${complete ? ' and bench/RESULTS.md' : ''}`,

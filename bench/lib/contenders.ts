@@ -51,16 +51,23 @@ export const CONTENDERS = {
 
 let starts = 0;
 
-/** `nodeFlags`: extra Node.js/V8 flags for kubegc (experiments, e.g. --optimize-for-size). */
-export function start(
-  cluster: Cluster,
-  spec: ContenderSpec,
-  nodeFlags: string[] = [],
-): Promise<Running> {
+/** Experiment knobs: extra Node.js/V8 flags for kubegc, extra arguments for either GC. */
+export interface Extras {
+  nodeFlags: string[];
+  kubegcArgs: string[];
+  kcmArgs: string[];
+}
+
+export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): Promise<Running> {
   const logName = `bench-${spec.kind}-${++starts}`;
   return spec.kind === 'kubegc'
-    ? startKubegc(cluster, logName, spec.args, nodeFlags)
-    : startKcmGc(cluster, logName, spec.args);
+    ? startKubegc(
+        cluster,
+        logName,
+        [...spec.args, ...(extras?.kubegcArgs ?? [])],
+        extras?.nodeFlags ?? [],
+      )
+    : startKcmGc(cluster, logName, [...spec.args, ...(extras?.kcmArgs ?? [])]);
 }
 
 const SYNC_TIMEOUT_MS = 180_000;

@@ -11,6 +11,7 @@ import {
   settledRss,
   start,
   type ContenderSpec,
+  type Extras,
   type Running,
 } from './contenders.ts';
 import {
@@ -28,8 +29,8 @@ export interface Env {
   cluster: Cluster;
   client: KubeClient;
   log: (line: string) => void;
-  /** Extra Node.js flags for kubegc. */
-  nodeFlags: string[];
+  /** Experiment knobs (none in a normal run). */
+  extras: Extras;
 }
 
 /** Longest a single cascade may take before it counts as failed (kcm at QPS 20 needs ~100 s for 2,000). */
@@ -65,7 +66,7 @@ async function backgroundTree(env: Env, ns: string, n: number): Promise<number> 
 
 /** Starts a contender and waits for its initial sync, then lets its start-up burst calm down. */
 async function ready(env: Env, spec: ContenderSpec): Promise<Running> {
-  const gc = await start(env.cluster, spec, env.nodeFlags);
+  const gc = await start(env.cluster, spec, env.extras);
   try {
     await gc.synced;
     await delay(1000);
@@ -289,7 +290,7 @@ export interface StartupRun {
 
 /** Starts the contender on what the cluster holds now: seconds to initial sync, then settled RSS. */
 export async function startup(env: Env, spec: ContenderSpec): Promise<StartupRun> {
-  const gc = await start(env.cluster, spec, env.nodeFlags);
+  const gc = await start(env.cluster, spec, env.extras);
   try {
     const syncSeconds = await gc.synced;
     const run: StartupRun = { syncSeconds, rssBytes: await settledRss(gc.pid) };

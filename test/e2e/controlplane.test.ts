@@ -18,6 +18,7 @@ import {
   waitFor,
   type Clients,
 } from '../support/cluster.ts';
+import { deploymentBody } from '../support/objects.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -29,27 +30,12 @@ beforeAll(async () => {
   c = clients(cluster);
 });
 
-function deployment(name: string): k8s.V1Deployment {
-  const labels = { app: name };
-  return {
-    metadata: { name, labels },
-    spec: {
-      replicas: 2,
-      selector: { matchLabels: labels },
-      template: {
-        metadata: { labels },
-        spec: { containers: [{ name: 'pause', image: 'registry.k8s.io/pause:3.10' }] },
-      },
-    },
-  };
-}
-
 /** Creates a Deployment and waits until kube-controller-manager made its ReplicaSet and Pods. */
 async function deploymentWithDependents(
   namespace: string,
   name: string,
 ): Promise<{ rs: k8s.V1ReplicaSet; rsName: string; pods: k8s.V1Pod[] }> {
-  const d = await c.apps.createNamespacedDeployment({ namespace, body: deployment(name) });
+  const d = await c.apps.createNamespacedDeployment({ namespace, body: deploymentBody(name, 2) });
   const rs = await waitFor('the ReplicaSet made by the deployment controller', async () => {
     const list = await c.apps.listNamespacedReplicaSet({ namespace });
     return list.items.find((r) =>

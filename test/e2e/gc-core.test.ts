@@ -24,6 +24,7 @@ import {
   secret,
   times,
   type Ref,
+  deploymentBody,
 } from '../support/objects.ts';
 
 let cluster: Cluster;
@@ -102,20 +103,9 @@ test('a ConfigMap owner with 200 dependents (ConfigMaps, Secrets, bare Pods): Ba
 
 test('a Deployment deleted with Background: its ReplicaSet and Pods are collected', async () => {
   const ns = await testNamespace(c.core, 'gc-deploy');
-  const labels = { app: 'web' };
   const d = await c.apps.createNamespacedDeployment({
     namespace: ns,
-    body: {
-      metadata: { name: 'web' },
-      spec: {
-        replicas: 3,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: { containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] },
-        },
-      },
-    },
+    body: deploymentBody('web', 3),
   });
   await waitFor('the ReplicaSet and 3 Pods', async () => {
     const [rs, pods] = await Promise.all([

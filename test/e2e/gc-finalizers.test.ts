@@ -22,6 +22,7 @@ import {
   read,
   times,
   type Ref,
+  deploymentBody,
 } from '../support/objects.ts';
 
 const HOLD = 'e2e.kubegc.io/hold';
@@ -126,20 +127,9 @@ test('Foreground through three levels: Deployment → ReplicaSet → Pods all go
     `/api/v1/namespaces/${ns}/pods`,
   ]);
   try {
-    const labels = { app: 'fg' };
     const d = await c.apps.createNamespacedDeployment({
       namespace: ns,
-      body: {
-        metadata: { name: 'fg' },
-        spec: {
-          replicas: 3,
-          selector: { matchLabels: labels },
-          template: {
-            metadata: { labels },
-            spec: { containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] },
-          },
-        },
-      },
+      body: deploymentBody('fg', 3),
     });
     const [rs, pods] = await waitFor('the ReplicaSet and 3 Pods', async () => {
       const [r, p] = await Promise.all([

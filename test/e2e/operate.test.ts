@@ -11,7 +11,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
 import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
 import { addresses, runKubegc, startController, type KubegcProcess } from '../support/kubegc.ts';
-import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
+import { configMap, deploymentBody, configMapNames, ownerRef, times } from '../support/objects.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -243,20 +243,9 @@ test('/debug/graph and kubegc explain: a Deployment tree, and an owner stuck in 
   const ns = await testNamespace(c.core, 'op-explain');
   const gc: KubegcProcess = await startController(cluster);
   try {
-    const labels = { app: 'web' };
     const d = await c.apps.createNamespacedDeployment({
       namespace: ns,
-      body: {
-        metadata: { name: 'web' },
-        spec: {
-          replicas: 2,
-          selector: { matchLabels: labels },
-          template: {
-            metadata: { labels },
-            spec: { containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] },
-          },
-        },
-      },
+      body: deploymentBody('web', 2),
     });
     const [rs, pods] = await waitFor('the ReplicaSet and 2 Pods', async () => {
       const [r, p] = await Promise.all([

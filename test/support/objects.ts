@@ -117,3 +117,19 @@ export async function configMapNames(c: Clients, namespace: string): Promise<str
     .filter((n) => n !== 'kube-root-ca.crt')
     .sort();
 }
+
+/** A Deployment of pause containers (never pulled: no kubelet runs), labelled app=<name>. */
+export function deploymentBody(name: string, replicas: number): k8s.V1Deployment {
+  const labels = { app: name };
+  return {
+    metadata: { name, labels },
+    spec: {
+      replicas,
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: { containers: [{ name: 'pause', image: 'registry.k8s.io/pause:3.10' }] },
+      },
+    },
+  };
+}

@@ -13,7 +13,7 @@ import {
   waitFor,
   type Clients,
 } from '../support/cluster.ts';
-import { startController, type KubegcProcess } from '../support/kubegc.ts';
+import { startController, type KubegcProcess, type LogLine } from '../support/kubegc.ts';
 import {
   configMap,
   configMapNames,
@@ -97,8 +97,14 @@ test('a ConfigMap owner with 200 dependents (ConfigMaps, Secrets, bare Pods): Ba
     },
     { timeoutMs: 120_000 },
   );
-  const deletedUids = new Set(gc.lines.filter((l) => l.msg === 'deleted').map((l) => l.uid));
-  expect(dependents.filter((d) => !deletedUids.has(d.uid))).toEqual([]);
+  const deletedByKubegc = (lines: LogLine[]): Ref[] => {
+    const uids = new Set(lines.filter((l) => l.msg === 'deleted').map((l) => l.uid));
+    return dependents.filter((d) => !uids.has(d.uid));
+  };
+  await gc
+    .waitForLines('a "deleted" line for every dependent', (l) => deletedByKubegc(l).length === 0)
+    .catch(() => undefined);
+  expect(deletedByKubegc(gc.lines)).toEqual([]);
 });
 
 test('a Deployment deleted with Background: its ReplicaSet and Pods are collected', async () => {
@@ -126,11 +132,11 @@ test('a Deployment deleted with Background: its ReplicaSet and Pods are collecte
     ]);
     return rs.items.length === 0 && pods.items.length === 0;
   });
-  expect(
-    gc.lines.some(
-      (l) => l.msg === 'deleted' && l.resource === 'replicasets.apps' && l.namespace === ns,
-    ),
-  ).toBe(true);
+  await gc.waitForLog(
+    'kubegc to report deleting the ReplicaSet',
+    (l) => l.msg === 'deleted' && l.resource === 'replicasets.apps' && l.namespace === ns,
+    15_000,
+  );
   expect(d.metadata?.uid).toBeDefined();
 });
 
@@ -157,8 +163,11 @@ test('an owner recreated under the same name: dependents of the old UID go, thos
     async () => !(await isGone(c, newDep)),
     3000,
   );
-  const line = gc.lines.find((l) => l.msg === 'deleted' && l.uid === oldDep.uid);
-  expect(line).toBeDefined();
+  await gc.waitForLog(
+    'kubegc to report deleting the dependent of the old UID',
+    (l) => l.msg === 'deleted' && l.uid === oldDep.uid,
+    15_000,
+  );
 });
 
 test('a dependent with two owners, one deleted: it survives with only the live owner reference', async () => {

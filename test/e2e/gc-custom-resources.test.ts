@@ -194,7 +194,11 @@ test('a broken aggregated APIService does not stop collection, even for a kubegc
         'the dependent to be collected by the new kubegc',
         async () => (await configMapNames(c, ns)).length === 0,
       );
-      expect(fresh.lines.some((l) => l.msg === 'deleted' && l.namespace === ns)).toBe(true);
+      await fresh.waitForLog(
+        'the new kubegc to report the deletion',
+        (l) => l.msg === 'deleted' && l.namespace === ns,
+        15_000,
+      );
       // The breakage was real: kubegc saw the group fail discovery.
       await fresh.waitForLog(
         'the broken group in a discovery failure',

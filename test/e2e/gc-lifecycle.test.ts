@@ -139,8 +139,10 @@ test('kube-apiserver restarted under a running kubegc: watches resume and later 
   // The owner's delete reached kubegc through a resumed watch, not a restart of kubegc.
   expect(gc.child.pid).toBe(pid);
   expect(gc.child.exitCode).toBeNull();
-  const deleted = new Set(gc.lines.filter((l) => l.msg === 'deleted').map((l) => l.uid));
-  expect(deps.every((d) => deleted.has(d.uid))).toBe(true);
+  await running.waitForLines('a "deleted" line for every dependent', (lines) => {
+    const deleted = new Set(lines.filter((l) => l.msg === 'deleted').map((l) => l.uid));
+    return deps.every((d) => deleted.has(d.uid));
+  });
 });
 
 test('--dry-run decides and logs but patches and deletes nothing', async () => {

@@ -156,8 +156,10 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
       async () => (await configMapNames(c, ns)).length === 0,
       { timeoutMs: 60_000 },
     );
-    expect(b.lines.filter((l) => l.msg === 'deleted' && l.namespace === ns).length).toBeGreaterThan(
-      0,
+    await b.waitForLog(
+      'replica B to report a deletion',
+      (l) => l.msg === 'deleted' && l.namespace === ns,
+      15_000,
     );
     // SIGTERM releases the lease.
     await b.stop();

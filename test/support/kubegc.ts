@@ -17,6 +17,16 @@ export interface KubegcProcess {
   raw: string[];
   /** Resolves with the first log line matching, or rejects after the timeout. */
   waitForLog(what: string, match: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /**
+   * Resolves once `check` holds over all lines logged so far. A log line reaches the test
+   * through a pipe, after the API change it reports, so a test that has seen an object go
+   * must still wait (with a deadline) for the line saying who deleted it.
+   */
+  waitForLines(
+    what: string,
+    check: (lines: LogLine[]) => boolean,
+    timeoutMs?: number,
+  ): Promise<void>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
   kill(): Promise<void>;
@@ -64,7 +74,8 @@ export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env):
   child.stdout?.on('data', (b: Buffer) => onText(b, out));
   child.stderr?.on('data', (b: Buffer) => onText(b, err));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
+    // 'close', not 'exit': it fires after stdout and stderr are drained, so every line is in.
+    child.on('close', (code, signal) => resolve({ code, signal })),
   );
   const proc: KubegcProcess = {
     child,
@@ -101,6 +112,10 @@ export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env):
           );
         });
       });
+    },
+    async waitForLines(what, check, timeoutMs = 15_000) {
+      if (check(lines)) return;
+      await proc.waitForLog(what, () => check(lines), timeoutMs);
     },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');

@@ -3,11 +3,8 @@
 // buy (bench/graph.ts --graph compact). Nodes live in one Map by UID; an edge
 // is one object referenced from its owner's `out` array (removed by swapping
 // with the last, through the index it keeps) and its dependent's `in` array
-// (one or two owners: a scan is cheapest). apiVersion, kind and namespace are
-// interned, and an owner reference's uid and name strings are replaced by the
-// owner node's own when they are equal, so 1,000 dependents do not hold 1,000
-// copies of their owner's UID.
-import type { OwnerReference } from '../../src/api/resources.ts';
+// (one or two owners: a scan is cheapest). Node attributes are the
+// propagator's objects (it interns their strings).
 import type {
   DependentSnapshot,
   EdgeAttributes,
@@ -31,69 +28,28 @@ class Edge implements EdgeAttributes {
   }
 }
 
-class Node implements NodeAttributes {
-  apiVersion: string;
-  kind: string;
-  namespace: string;
-  name: string;
-  uid: string;
-  virtual: boolean;
-  beingDeleted: boolean;
-  deletingDependents: boolean;
-  hasOrphanFinalizer: boolean;
-  hasForegroundFinalizer: boolean;
-  ownerReferences: OwnerReference[];
+/** The propagator's own attributes object (it keeps writing to it), plus adjacency. */
+class Node {
+  readonly attrs: NodeAttributes;
   in: Edge[] | null = null;
   out: Edge[] | null = null;
-  constructor(a: NodeAttributes, intern: (s: string) => string, refs: OwnerReference[]) {
-    this.apiVersion = intern(a.apiVersion);
-    this.kind = intern(a.kind);
-    this.namespace = intern(a.namespace);
-    this.name = a.name;
-    this.uid = a.uid;
-    this.virtual = a.virtual;
-    this.beingDeleted = a.beingDeleted;
-    this.deletingDependents = a.deletingDependents;
-    this.hasOrphanFinalizer = a.hasOrphanFinalizer;
-    this.hasForegroundFinalizer = a.hasForegroundFinalizer;
-    this.ownerReferences = refs;
+  constructor(attrs: NodeAttributes) {
+    this.attrs = attrs;
+  }
+  get uid(): string {
+    return this.attrs.uid;
   }
 }
 
-const NO_REFS: OwnerReference[] = [];
-
 export class CompactGraph {
   private readonly nodes = new Map<string, Node>();
-  private readonly strings = new Map<string, string>();
-
-  private intern = (s: string): string => {
-    const known = this.strings.get(s);
-    if (known !== undefined) return known;
-    this.strings.set(s, s);
-    return s;
-  };
-
-  /** The owner's own uid and name strings where equal (the common case), interned type strings. */
-  private compactRefs(refs: OwnerReference[]): OwnerReference[] {
-    if (refs.length === 0) return NO_REFS;
-    for (const r of refs) {
-      const owner = this.nodes.get(r.uid);
-      if (owner) {
-        r.uid = owner.uid;
-        if (owner.name === r.name) r.name = owner.name;
-      }
-      r.apiVersion = this.intern(r.apiVersion);
-      r.kind = this.intern(r.kind);
-    }
-    return refs;
-  }
 
   has(uid: string): boolean {
     return this.nodes.has(uid);
   }
 
   get(uid: string): NodeAttributes | undefined {
-    return this.nodes.get(uid);
+    return this.nodes.get(uid)?.attrs;
   }
 
   get order(): number {
@@ -102,16 +58,13 @@ export class CompactGraph {
 
   countVirtual(): number {
     let n = 0;
-    for (const node of this.nodes.values()) if (node.virtual) n++;
+    for (const node of this.nodes.values()) if (node.attrs.virtual) n++;
     return n;
   }
 
   addNode(attrs: NodeAttributes): void {
     if (this.nodes.has(attrs.uid)) throw new Error(`node ${attrs.uid} exists`);
-    this.nodes.set(
-      attrs.uid,
-      new Node(attrs, this.intern, this.compactRefs(attrs.ownerReferences)),
-    );
+    this.nodes.set(attrs.uid, new Node(attrs));
   }
 
   dropNode(uid: string): void {
@@ -174,13 +127,14 @@ export class CompactGraph {
   }
 
   snapshot(uid: string): NodeSnapshot | undefined {
-    const a = this.nodes.get(uid);
-    if (!a) return undefined;
-    const dependents: DependentSnapshot[] = (a.out ?? []).map((e) => ({
+    const n = this.nodes.get(uid);
+    if (!n) return undefined;
+    const a = n.attrs;
+    const dependents: DependentSnapshot[] = (n.out ?? []).map((e) => ({
       uid: e.dependent.uid,
       blockOwnerDeletion: e.blockOwnerDeletion,
-      deletingDependents: e.dependent.deletingDependents,
-      beingDeleted: e.dependent.beingDeleted,
+      deletingDependents: e.dependent.attrs.deletingDependents,
+      beingDeleted: e.dependent.attrs.beingDeleted,
     }));
     return {
       apiVersion: a.apiVersion,
@@ -191,6 +145,7 @@ export class CompactGraph {
       virtual: a.virtual,
       beingDeleted: a.beingDeleted,
       deletingDependents: a.deletingDependents,
+      resourceVersion: a.resourceVersion,
       ownerReferences: a.ownerReferences,
       dependents,
     };

@@ -22,13 +22,33 @@ export interface NodeAttributes extends Identity {
   /** Finalizers the GC acts on, as last observed (for "deletion starts with a finalizer"). */
   hasOrphanFinalizer: boolean;
   hasForegroundFinalizer: boolean;
-  ownerReferences: OwnerReference[];
+  /**
+   * As last observed ('' for virtual nodes): a DELETE decided from this copy
+   * carries it as a precondition, so it only succeeds on exactly this state.
+   */
+  resourceVersion: string;
+  /** Shared strings: a reference's uid and name are the owner node's own strings when it is known. */
+  ownerReferences: readonly OwnerReference[];
 }
 
 export interface EdgeAttributes {
-  controller: boolean;
-  blockOwnerDeletion: boolean;
+  readonly controller: boolean;
+  readonly blockOwnerDeletion: boolean;
 }
+
+// Edges carry one of four shared, frozen attribute objects: with a million
+// edges, one object each would cost tens of megabytes for two booleans.
+const EDGE_ATTRIBUTES: readonly EdgeAttributes[] = [false, true].flatMap((blockOwnerDeletion) =>
+  [false, true].map((controller) => Object.freeze({ controller, blockOwnerDeletion })),
+);
+
+export function edgeAttributes(controller: boolean, blockOwnerDeletion: boolean): EdgeAttributes {
+  const a = EDGE_ATTRIBUTES[(controller ? 1 : 0) | (blockOwnerDeletion ? 2 : 0)];
+  if (!a) throw new Error('unreachable');
+  return a;
+}
+
+export const NO_OWNER_REFERENCES: readonly OwnerReference[] = Object.freeze([]);
 
 export interface DependentSnapshot {
   uid: string;
@@ -42,7 +62,8 @@ export interface NodeSnapshot extends Identity {
   virtual: boolean;
   beingDeleted: boolean;
   deletingDependents: boolean;
-  ownerReferences: OwnerReference[];
+  resourceVersion: string;
+  ownerReferences: readonly OwnerReference[];
   dependents: DependentSnapshot[];
 }
 
@@ -55,6 +76,27 @@ export function coordinatesKey(
   uid: string,
 ): string {
   return `${parseApiVersion(apiVersion).group}|${kind}|${namespace}|${name}|${uid}`;
+}
+
+/** Whether two apiVersions name the same group (`apps/v1` and `apps/v1beta1` do). */
+export function sameGroup(a: string, b: string): boolean {
+  if (a === b) return true;
+  const ia = a.indexOf('/');
+  return ia === b.indexOf('/') && (ia === -1 || a.substring(0, ia) === b.substring(0, ia));
+}
+
+/**
+ * coordinatesKey(a...) === coordinatesKey(b...) without building either key:
+ * the propagator compares coordinates on every reference it adds.
+ */
+export function sameCoordinates(a: Readonly<Identity>, b: Readonly<Identity>): boolean {
+  return (
+    a.uid === b.uid &&
+    a.name === b.name &&
+    a.kind === b.kind &&
+    a.namespace === b.namespace &&
+    sameGroup(a.apiVersion, b.apiVersion)
+  );
 }
 
 export class OwnershipGraph {
@@ -86,6 +128,7 @@ export class OwnershipGraph {
     return n;
   }
 
+  /** Stores `attrs` itself: the propagator keeps writing to the object it added. */
   addNode(attrs: NodeAttributes): void {
     this.g.addNode(attrs.uid, attrs);
   }
@@ -94,9 +137,20 @@ export class OwnershipGraph {
     this.g.dropNode(uid);
   }
 
+  // Edge keys from a counter: graphology's own generator builds a longer
+  // string and probes the edge index for each one.
+  private nextEdgeKey = 0;
+
+  /** An edge known not to exist yet (a dependent just added). */
+  addEdge(owner: string, dependent: string, attrs: EdgeAttributes): void {
+    this.g.addDirectedEdgeWithKey((this.nextEdgeKey++).toString(36), owner, dependent, attrs);
+  }
+
+  /** `attrs` must come from edgeAttributes() (shared objects, compared by identity). */
   setEdge(owner: string, dependent: string, attrs: EdgeAttributes): void {
-    if (this.g.hasEdge(owner, dependent)) this.g.replaceEdgeAttributes(owner, dependent, attrs);
-    else this.g.addDirectedEdge(owner, dependent, attrs);
+    if (!this.g.hasEdge(owner, dependent)) this.addEdge(owner, dependent, attrs);
+    else if (this.g.getEdgeAttributes(owner, dependent) !== attrs)
+      this.g.replaceEdgeAttributes(owner, dependent, attrs);
   }
 
   dropEdge(owner: string, dependent: string): void {
@@ -142,6 +196,7 @@ export class OwnershipGraph {
       virtual: a.virtual,
       beingDeleted: a.beingDeleted,
       deletingDependents: a.deletingDependents,
+      resourceVersion: a.resourceVersion,
       ownerReferences: a.ownerReferences,
       dependents,
     };

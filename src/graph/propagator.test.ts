@@ -88,6 +88,67 @@ function setup(capacity = 100) {
   return { graph, absent, queued, p, apply, clear };
 }
 
+describe('what the graph stores', () => {
+  test('the last observed resourceVersion, for DELETE preconditions', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('a', { resourceVersion: '10' })));
+    expect(graph.get('a')?.resourceVersion).toBe('10');
+    apply(upsert(meta('a', { resourceVersion: '11' })));
+    expect(graph.get('a')?.resourceVersion).toBe('11');
+  });
+
+  test('an update with unchanged references keeps the stored references and edges', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('o')));
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })));
+    const stored = graph.get('d')?.ownerReferences;
+    apply(
+      upsert(
+        meta('d', {
+          resourceVersion: '2',
+          ownerReferences: [ref('o', { blockOwnerDeletion: true })],
+        }),
+      ),
+    );
+    expect(graph.get('d')?.ownerReferences).toBe(stored);
+    expect(graph.edge('o', 'd')).toEqual({ controller: false, blockOwnerDeletion: true });
+  });
+
+  test('a changed flag on a kept reference updates the stored reference and the edge', () => {
+    const { graph, queued, apply } = setup();
+    apply(upsert(meta('o')));
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })));
+    apply(upsert(meta('d', { ownerReferences: [ref('o', { controller: true })] })));
+    expect(graph.get('d')?.ownerReferences).toEqual([ref('o', { controller: true })]);
+    expect(graph.edge('o', 'd')).toEqual({ controller: true, blockOwnerDeletion: false });
+    // The owner may have been waiting for this blocking dependent.
+    expect(queued.del).toEqual(['o']);
+  });
+
+  test('a new dependent naming one owner twice gets one edge', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('o')));
+    apply(upsert(meta('d', { ownerReferences: [ref('o'), ref('o', { controller: true })] })));
+    expect(graph.owners('d')).toEqual(['o']);
+    expect(graph.get('d')?.ownerReferences).toHaveLength(2);
+  });
+
+  test('references keep their order and optional fields as the object has them', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('a')));
+    const refs = [
+      ref('x'),
+      ref('a', { controller: false }),
+      ref('y', { blockOwnerDeletion: true }),
+    ];
+    apply(upsert(meta('d', { ownerReferences: refs })));
+    expect(graph.get('d')?.ownerReferences).toEqual(refs);
+    apply(upsert(meta('d', { ownerReferences: [refs[2], refs[0]] as OwnerReference[] })));
+    expect(graph.get('d')?.ownerReferences).toEqual([refs[2], refs[0]]);
+    expect(graph.owners('d').sort()).toEqual(['x', 'y']);
+  });
+});
+
 describe('virtual owners', () => {
   test('a dependent whose owner is unseen creates a virtual owner in its namespace and queues it', () => {
     const { graph, queued, apply } = setup();
@@ -104,6 +165,7 @@ describe('virtual owners', () => {
       deletingDependents: false,
       hasOrphanFinalizer: false,
       hasForegroundFinalizer: false,
+      resourceVersion: '',
       ownerReferences: [],
     });
     expect(graph.get('d')?.virtual).toBe(false);

@@ -3,12 +3,21 @@
 // and pushes the UIDs that need a decision to the attempt-to-delete and
 // attempt-to-orphan queues. Its work per event is proportional to that
 // object's own references and dependents, never to the cluster size.
-import { groupVersion, type ObjectMeta, type OwnerReference } from '../api/resources.ts';
+import {
+  groupVersion,
+  type ObjectMeta,
+  type OwnerReference,
+  type ResourceInfo,
+} from '../api/resources.ts';
 import type { InformerEvent } from '../informers/metadata-informer.ts';
 import type { Logger } from '../log.ts';
 import type { AbsentOwnerCache } from './absent-owner-cache.ts';
 import {
   coordinatesKey,
+  edgeAttributes,
+  NO_OWNER_REFERENCES,
+  sameCoordinates,
+  sameGroup,
   type Identity,
   type NodeAttributes,
   type OwnershipGraph,
@@ -57,16 +66,98 @@ function identityKey(id: Identity): string {
   return coordinatesKey(id.apiVersion, id.kind, id.namespace, id.name, id.uid);
 }
 
+/**
+ * One string per distinct apiVersion, kind and namespace instead of one per
+ * object: JSON.parse gives every object its own copies. Bounded, so odd
+ * values in owner references cannot grow it without limit.
+ */
+class Interner {
+  private readonly strings = new Map<string, string>();
+  private readonly capacity: number;
+  constructor(capacity: number) {
+    this.capacity = capacity;
+  }
+  get(s: string): string {
+    const known = this.strings.get(s);
+    if (known !== undefined) return known;
+    if (this.strings.size < this.capacity) this.strings.set(s, s);
+    return s;
+  }
+}
+
+/** The apiVersion of a resource, built once per resource rather than once per event. */
+const apiVersions = new WeakMap<ResourceInfo, string>();
+function apiVersionOf(r: ResourceInfo): string {
+  let v = apiVersions.get(r);
+  if (v === undefined) {
+    v = groupVersion(r);
+    apiVersions.set(r, v);
+  }
+  return v;
+}
+
+function sameReference(a: OwnerReference, b: OwnerReference): boolean {
+  return (
+    a.uid === b.uid &&
+    a.name === b.name &&
+    a.kind === b.kind &&
+    a.apiVersion === b.apiVersion &&
+    a.controller === b.controller &&
+    a.blockOwnerDeletion === b.blockOwnerDeletion
+  );
+}
+
+/** Same references in the same order: the common update (status, labels) changes none. */
+function sameReferences(a: readonly OwnerReference[], b: readonly OwnerReference[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (!x || !y || !sameReference(x, y)) return false;
+  }
+  return true;
+}
+
+function newNode(
+  apiVersion: string,
+  kind: string,
+  namespace: string,
+  name: string,
+  uid: string,
+  virtual: boolean,
+): NodeAttributes {
+  // Every node is built here, so all share one hidden class.
+  return {
+    apiVersion,
+    kind,
+    namespace,
+    name,
+    uid,
+    virtual,
+    beingDeleted: false,
+    deletingDependents: false,
+    hasOrphanFinalizer: false,
+    hasForegroundFinalizer: false,
+    resourceVersion: '',
+    ownerReferences: NO_OWNER_REFERENCES,
+  };
+}
+
 export class Propagator {
   private readonly graph: OwnershipGraph;
   private readonly absent: AbsentOwnerCache;
   private readonly sinks: PropagatorSinks;
   private readonly log: Logger;
   private readonly metrics: GraphChangeMetrics;
-  private readonly pending: { event: GraphEvent; at: number }[] = [];
+  private readonly timed: boolean;
+  // Two parallel arrays rather than one {event, at} object per event.
+  private readonly pending: (GraphEvent | undefined)[] = [];
+  private readonly pushedAt: number[] = [];
   private head = 0;
   private scheduled = false;
   private idleWaiters: (() => void)[] = [];
+  private readonly interned = new Interner(10_000);
   /** Events applied since start (for benchmarks and the debug endpoint). */
   applied = 0;
 
@@ -82,11 +173,13 @@ export class Propagator {
     this.sinks = sinks;
     this.log = log;
     this.metrics = metrics;
+    this.timed = metrics.queueLatency !== undefined || metrics.workDuration !== undefined;
   }
 
   /** Queues an event; events are applied in the order they are pushed. */
   push(event: GraphEvent): void {
-    this.pending.push({ event, at: performance.now() });
+    this.pending.push(event);
+    if (this.timed) this.pushedAt.push(performance.now());
     this.metrics.add?.();
     if (!this.scheduled) {
       this.scheduled = true;
@@ -107,26 +200,21 @@ export class Propagator {
   private drain(): void {
     // Apply in slices so the event loop keeps serving sockets and workers.
     const sliceEnd = performance.now() + 20;
-    while (this.head < this.pending.length && performance.now() < sliceEnd) {
-      const item = this.pending[this.head];
-      this.pending[this.head] = undefined as unknown as (typeof this.pending)[number];
-      this.head++;
-      if (!item) continue;
-      const start = performance.now();
-      this.metrics.queueLatency?.((start - item.at) / 1000);
-      try {
-        this.apply(item.event);
-      } catch (err) {
-        this.log.error('graph update failed', {
-          error: (err as Error).message,
-          event: item.event.type,
-        });
-      }
+    let n = 0;
+    while (this.head < this.pending.length) {
+      // performance.now() costs as much as a small event: look at the clock every 64 events.
+      if ((++n & 63) === 0 && performance.now() >= sliceEnd) break;
+      const i = this.head++;
+      const event = this.pending[i];
+      this.pending[i] = undefined;
+      if (!event) continue;
+      if (this.timed) this.applyTimed(event, this.pushedAt[i] ?? 0);
+      else this.applySafely(event);
       this.applied++;
-      this.metrics.workDuration?.((performance.now() - start) / 1000);
     }
     if (this.head > 4096 && this.head * 2 > this.pending.length) {
       this.pending.splice(0, this.head);
+      if (this.timed) this.pushedAt.splice(0, this.head);
       this.head = 0;
     }
     this.metrics.depth?.(this.depth);
@@ -135,16 +223,35 @@ export class Propagator {
       return;
     }
     this.pending.length = 0;
+    this.pushedAt.length = 0;
     this.head = 0;
     this.scheduled = false;
     for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private applyTimed(event: GraphEvent, at: number): void {
+    const start = performance.now();
+    this.metrics.queueLatency?.((start - at) / 1000);
+    this.applySafely(event);
+    this.metrics.workDuration?.((performance.now() - start) / 1000);
+  }
+
+  private applySafely(event: GraphEvent): void {
+    try {
+      this.apply(event);
+    } catch (err) {
+      this.log.error('graph update failed', {
+        error: (err as Error).message,
+        event: event.type,
+      });
+    }
   }
 
   /** Applies one event synchronously (exposed for unit tests and benchmarks). */
   apply(event: GraphEvent): void {
     switch (event.type) {
       case 'upsert':
-        this.upsert(groupVersion(event.resource), event.resource.kind, event.meta);
+        this.upsert(event.resource, event.meta);
         return;
       case 'delete':
         this.removeObserved(event.meta.uid);
@@ -155,121 +262,160 @@ export class Propagator {
     }
   }
 
-  private upsert(apiVersion: string, kind: string, meta: ObjectMeta): void {
+  private upsert(resource: ResourceInfo, meta: ObjectMeta): void {
     const uid = meta.uid;
-    const refs = meta.ownerReferences ?? [];
-    const finalizers = meta.finalizers ?? [];
-    const next = {
-      apiVersion,
-      kind,
-      namespace: meta.namespace ?? '',
-      name: meta.name,
-      uid,
-      beingDeleted: meta.deletionTimestamp !== undefined,
-      hasOrphanFinalizer: finalizers.includes(ORPHAN_FINALIZER),
-      hasForegroundFinalizer: finalizers.includes(FOREGROUND_FINALIZER),
-      ownerReferences: refs,
-    };
-    const existing = this.graph.get(uid);
-    if (!existing) {
-      this.graph.addNode({ ...next, virtual: false, deletingDependents: false });
-      this.addOwnerEdges(uid, next.namespace, refs);
-      this.processDeletionTransitions(undefined, this.graph.get(uid));
-      return;
+    const apiVersion = apiVersionOf(resource);
+    const kind = resource.kind;
+    const namespace = meta.namespace === undefined ? '' : this.interned.get(meta.namespace);
+    const finalizers = meta.finalizers;
+    const refs = meta.ownerReferences ?? NO_OWNER_REFERENCES;
+    let node = this.graph.get(uid);
+    // Deletion state before this event, for "deletion starts with a finalizer".
+    let wasBeingDeleted = false;
+    let hadOrphanFinalizer = false;
+    let hadForegroundFinalizer = false;
+    if (!node) {
+      node = newNode(apiVersion, kind, namespace, meta.name, uid, false);
+      this.graph.addNode(node);
+      if (refs.length > 0) node.ownerReferences = this.addOwnerEdges(node, refs, true);
+    } else {
+      wasBeingDeleted = node.beingDeleted;
+      hadOrphanFinalizer = node.hasOrphanFinalizer;
+      hadForegroundFinalizer = node.hasForegroundFinalizer;
+      if (node.virtual) this.observeVirtual(node, apiVersion, kind, namespace, meta.name);
+      if (node.apiVersion !== apiVersion) node.apiVersion = apiVersion;
+      node.kind = kind;
+      node.namespace = namespace;
+      if (node.name !== meta.name) node.name = meta.name;
+      if (!sameReferences(node.ownerReferences, refs))
+        node.ownerReferences = this.diffOwners(node, refs);
     }
-    const old = { ...existing };
-    if (existing.virtual) {
-      // First observation of a node we only knew as an owner. If its real
-      // coordinates differ from what dependents claimed, those dependents'
-      // references may be invalid: have them checked.
-      const observedKey = coordinatesKey(apiVersion, kind, next.namespace, next.name, uid);
-      for (const dep of this.graph.dependents(uid)) {
-        const depAttrs = this.graph.get(dep);
-        const ref = depAttrs?.ownerReferences.find((r) => r.uid === uid);
-        if (!depAttrs || !ref) continue;
-        const claimed = coordinatesKey(
-          ref.apiVersion,
-          ref.kind,
-          next.namespace === '' ? '' : depAttrs.namespace,
-          ref.name,
-          uid,
-        );
-        if (claimed !== observedKey) this.sinks.attemptToDelete(dep);
-      }
-      existing.virtual = false;
-    }
-    existing.apiVersion = apiVersion;
-    existing.kind = kind;
-    existing.namespace = next.namespace;
-    existing.name = next.name;
-    existing.beingDeleted = next.beingDeleted;
-    existing.hasOrphanFinalizer = next.hasOrphanFinalizer;
-    existing.hasForegroundFinalizer = next.hasForegroundFinalizer;
+    node.resourceVersion = meta.resourceVersion ?? '';
+    node.beingDeleted = meta.deletionTimestamp !== undefined;
+    node.hasOrphanFinalizer = finalizers !== undefined && finalizers.includes(ORPHAN_FINALIZER);
+    node.hasForegroundFinalizer =
+      finalizers !== undefined && finalizers.includes(FOREGROUND_FINALIZER);
     // Foreground deletion is over once the finalizer is gone (the object may
     // linger for other finalizers); a repeated Foreground DELETE starts it again.
-    if (!existing.beingDeleted || !existing.hasForegroundFinalizer)
-      existing.deletingDependents = false;
-    this.diffOwners(uid, next.namespace, old.ownerReferences, refs);
-    existing.ownerReferences = refs;
-    this.processDeletionTransitions(old, existing);
+    if (!node.beingDeleted || !node.hasForegroundFinalizer) node.deletingDependents = false;
+    if (!node.beingDeleted) return;
+    if (node.hasOrphanFinalizer && (!wasBeingDeleted || !hadOrphanFinalizer))
+      this.sinks.attemptToOrphan(uid);
+    if (node.hasForegroundFinalizer && (!wasBeingDeleted || !hadForegroundFinalizer)) {
+      node.deletingDependents = true;
+      for (const dep of this.graph.dependents(uid)) this.sinks.attemptToDelete(dep);
+      this.sinks.attemptToDelete(uid);
+    }
   }
 
-  /** Adds edges from each owner (creating virtual owners we have not seen) to `uid`. */
-  private addOwnerEdges(uid: string, namespace: string, refs: OwnerReference[]): void {
-    for (const ref of refs) {
-      const owner = this.graph.get(ref.uid);
-      if (!owner) {
-        this.graph.addNode({
-          apiVersion: ref.apiVersion,
-          kind: ref.kind,
-          namespace,
-          name: ref.name,
-          uid: ref.uid,
-          virtual: true,
-          beingDeleted: false,
-          deletingDependents: false,
-          hasOrphanFinalizer: false,
-          hasForegroundFinalizer: false,
-          ownerReferences: [],
-        });
-        // Unseen owner: a worker checks it live, and if it is gone, its
-        // dependents are queued when the virtual delete comes back.
-        this.sinks.attemptToDelete(ref.uid);
-      } else if (!owner.virtual) {
-        const observed = coordinatesKey(
-          owner.apiVersion,
-          owner.kind,
-          owner.namespace,
-          owner.name,
-          owner.uid,
-        );
-        const claimed = coordinatesKey(
-          ref.apiVersion,
-          ref.kind,
-          owner.namespace === '' ? '' : namespace,
-          ref.name,
-          ref.uid,
-        );
+  /**
+   * First observation of a node we only knew as an owner. If its real
+   * coordinates differ from what dependents claimed, those dependents'
+   * references may be invalid: have them checked.
+   */
+  private observeVirtual(
+    node: NodeAttributes,
+    apiVersion: string,
+    kind: string,
+    namespace: string,
+    name: string,
+  ): void {
+    const observed: Identity = { apiVersion, kind, namespace, name, uid: node.uid };
+    for (const dep of this.graph.dependents(node.uid)) {
+      const depAttrs = this.graph.get(dep);
+      const ref = depAttrs?.ownerReferences.find((r) => r.uid === node.uid);
+      if (!depAttrs || !ref) continue;
+      const claimedNamespace = namespace === '' ? '' : depAttrs.namespace;
+      if (!sameCoordinates({ ...ref, namespace: claimedNamespace }, observed))
+        this.sinks.attemptToDelete(dep);
+    }
+    node.virtual = false;
+  }
+
+  /** A reference as the graph keeps it: strings shared with the owner's node and the interner. */
+  private storedReference(ref: OwnerReference, owner: NodeAttributes | undefined): OwnerReference {
+    // All six fields in one literal: one hidden class and no out-of-object
+    // property store (an absent flag stays undefined, as in the object).
+    return {
+      apiVersion: this.interned.get(ref.apiVersion),
+      kind: this.interned.get(ref.kind),
+      name: owner !== undefined && owner.name === ref.name ? owner.name : ref.name,
+      uid: owner !== undefined ? owner.uid : ref.uid,
+      controller: ref.controller,
+      blockOwnerDeletion: ref.blockOwnerDeletion,
+    };
+  }
+
+  /**
+   * Adds edges from each owner (creating virtual owners we have not seen) to
+   * `dependent`; returns the references as the graph stores them. `isNew`:
+   * the dependent was just added, so none of these edges can exist yet.
+   */
+  private addOwnerEdges(
+    dependent: NodeAttributes,
+    refs: readonly OwnerReference[],
+    isNew: boolean,
+  ): OwnerReference[] {
+    // A new dependent has no edges yet, unless it names one owner twice.
+    const edgesAreNew = isNew && refs.length === 1;
+    // map(), not push(): an exactly sized array (push() reserves 17 slots).
+    return refs.map((ref) => this.addOwnerEdge(dependent, ref, edgesAreNew));
+  }
+
+  private addOwnerEdge(
+    dependent: NodeAttributes,
+    ref: OwnerReference,
+    edgeIsNew: boolean,
+  ): OwnerReference {
+    const uid = dependent.uid;
+    const namespace = dependent.namespace;
+    let owner = this.graph.get(ref.uid);
+    let stored: OwnerReference;
+    if (!owner) {
+      stored = this.storedReference(ref, undefined);
+      owner = newNode(stored.apiVersion, stored.kind, namespace, stored.name, stored.uid, true);
+      this.graph.addNode(owner);
+      // Unseen owner: a worker checks it live, and if it is gone, its
+      // dependents are queued when the virtual delete comes back.
+      this.sinks.attemptToDelete(ref.uid);
+    } else {
+      stored = this.storedReference(ref, owner);
+      if (!owner.virtual) {
         // The reference disagrees with the owner we observed (other namespace,
         // kind or name): the dependent needs a live decision.
-        if (observed !== claimed) this.sinks.attemptToDelete(uid);
+        if (!this.refMatchesOwner(ref, owner, namespace)) this.sinks.attemptToDelete(uid);
         // An owner in foreground deletion waits for its new dependent too.
         else if (owner.deletingDependents) this.sinks.attemptToDelete(uid);
       }
-      this.graph.setEdge(ref.uid, uid, {
-        controller: ref.controller === true,
-        blockOwnerDeletion: ref.blockOwnerDeletion === true,
-      });
     }
+    const attrs = edgeAttributes(ref.controller === true, ref.blockOwnerDeletion === true);
+    if (edgeIsNew) this.graph.addEdge(owner.uid, uid, attrs);
+    else this.graph.setEdge(owner.uid, uid, attrs);
+    return stored;
   }
 
+  /** coordinatesKey(claimed by ref) === coordinatesKey(observed owner), without building keys. */
+  private refMatchesOwner(
+    ref: OwnerReference,
+    owner: NodeAttributes,
+    dependentNamespace: string,
+  ): boolean {
+    return (
+      ref.uid === owner.uid &&
+      ref.name === owner.name &&
+      ref.kind === owner.kind &&
+      (owner.namespace === '' || owner.namespace === dependentNamespace) &&
+      sameGroup(ref.apiVersion, owner.apiVersion)
+    );
+  }
+
+  /** Applies a change of owner references; returns the references as the graph stores them. */
   private diffOwners(
-    uid: string,
-    namespace: string,
-    before: OwnerReference[],
-    after: OwnerReference[],
-  ): void {
-    if (before === after) return;
+    dependent: NodeAttributes,
+    after: readonly OwnerReference[],
+  ): readonly OwnerReference[] {
+    const uid = dependent.uid;
+    const before = dependent.ownerReferences;
     const afterByUid = new Map(after.map((r) => [r.uid, r]));
     const beforeByUid = new Map(before.map((r) => [r.uid, r]));
     for (const old of before) {
@@ -283,39 +429,38 @@ export class Propagator {
         this.sinks.attemptToDelete(old.uid);
       }
     }
-    const added = after.filter((r) => !beforeByUid.has(r.uid));
-    this.addOwnerEdges(uid, namespace, added);
+    const added = this.addOwnerEdges(
+      dependent,
+      after.filter((r) => !beforeByUid.has(r.uid)),
+      false,
+    );
+    const addedByUid = new Map(added.map((r) => [r.uid, r]));
+    const stored: OwnerReference[] = [];
     for (const r of after) {
+      const kept = beforeByUid.get(r.uid);
+      if (!kept) {
+        const a = addedByUid.get(r.uid);
+        if (a) stored.push(a);
+        continue;
+      }
+      stored.push(sameReference(kept, r) ? kept : this.storedReference(r, this.graph.get(r.uid)));
       // An unchanged reference may name an owner whose node is gone (deleted:
       // its dependents were queued then); there is no edge to update.
-      if (beforeByUid.has(r.uid) && this.graph.has(r.uid)) {
-        this.graph.setEdge(r.uid, uid, {
-          controller: r.controller === true,
-          blockOwnerDeletion: r.blockOwnerDeletion === true,
-        });
+      if (this.graph.has(r.uid)) {
+        this.graph.setEdge(
+          r.uid,
+          uid,
+          edgeAttributes(r.controller === true, r.blockOwnerDeletion === true),
+        );
       }
     }
+    return stored;
   }
 
   /** A virtual node nobody references any more carries no information. */
   private dropVirtualIfUnreferenced(uid: string): void {
     const n = this.graph.get(uid);
     if (n?.virtual && !this.graph.hasDependents(uid)) this.graph.dropNode(uid);
-  }
-
-  private processDeletionTransitions(
-    old: NodeAttributes | undefined,
-    now: NodeAttributes | undefined,
-  ): void {
-    if (!now || !now.beingDeleted) return;
-    const startsWith = (flag: 'hasOrphanFinalizer' | 'hasForegroundFinalizer'): boolean =>
-      now[flag] && (!old || !old.beingDeleted || !old[flag]);
-    if (startsWith('hasOrphanFinalizer')) this.sinks.attemptToOrphan(now.uid);
-    if (startsWith('hasForegroundFinalizer')) {
-      now.deletingDependents = true;
-      for (const dep of this.graph.dependents(now.uid)) this.sinks.attemptToDelete(dep);
-      this.sinks.attemptToDelete(now.uid);
-    }
   }
 
   /** An informer saw the object go (or a re-list no longer has it). */

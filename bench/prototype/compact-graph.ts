@@ -145,6 +145,7 @@ export class CompactGraph {
       virtual: a.virtual,
       beingDeleted: a.beingDeleted,
       deletingDependents: a.deletingDependents,
+      hasGcFinalizer: a.hasOrphanFinalizer || a.hasForegroundFinalizer,
       resourceVersion: a.resourceVersion,
       ownerReferences: a.ownerReferences,
       dependents,

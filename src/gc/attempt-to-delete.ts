@@ -126,6 +126,8 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
     return done;
   }
   const namespace = resource.namespaced ? snap.namespace : '';
+  const fromGraph = await deleteFromGraphCopy(ctx, snap, resource, namespace);
+  if (fromGraph) return fromGraph;
   const live = await ctx.api.getMeta(resource, namespace, snap.name);
   if (!live || live.uid !== uid) {
     // Nothing with these coordinates and UID exists: the graph must learn it.
@@ -139,6 +141,113 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
   // A node we know only as an owner, yet it exists: check again until its informer reports it.
   if (result.result === 'done' && snap.virtual && ctx.graph.get(uid)?.virtual) return requeue();
   return result;
+}
+
+/**
+ * The cascade's fast path. When every owner is already known gone (the
+ * absent-owner cache, filled only by observed deletes and live reads), the
+ * graph's copy of the object is enough to decide on: the DELETE carries
+ * {uid, resourceVersion} preconditions, so the API server applies it only to
+ * exactly the version decided on, and a 409 sends the object the usual way (a
+ * live read, then a decision). One request per dependent instead of two.
+ * Anything but a plain delete is left to the live path.
+ */
+async function deleteFromGraphCopy(
+  ctx: GcContext,
+  snap: NodeSnapshot,
+  resource: ResourceInfo,
+  namespace: string,
+): Promise<ProcessResult | undefined> {
+  if (
+    ctx.dryRun ||
+    snap.virtual ||
+    snap.beingDeleted ||
+    snap.deletingDependents ||
+    snap.hasGcFinalizer ||
+    snap.resourceVersion === '' ||
+    snap.ownerReferences.length === 0
+  )
+    return undefined;
+  const copy: ObjectMeta = {
+    uid: snap.uid,
+    name: snap.name,
+    resourceVersion: snap.resourceVersion,
+    ownerReferences: [...snap.ownerReferences],
+  };
+  if (namespace) copy.namespace = namespace;
+  const owners: ClassifiedOwner[] = [];
+  for (const ref of snap.ownerReferences) {
+    const gone = knownAbsent(ctx, namespace, ref);
+    if (!gone) return undefined;
+    owners.push(gone);
+  }
+  const decision = decide({ live: copy, owners, dependents: snap.dependents });
+  if (decision.action !== 'delete' || decision.unblockOwnerReferences) return undefined;
+  const outcome = await ctx.api.delete(resource, copy, decision.policy, true);
+  if (outcome === 'conflict') return undefined;
+  if (outcome === 'deleted')
+    reportDeleted(ctx, resource, decisionFields(resource, copy, decision.reason, owners), {
+      policy: decision.policy,
+      owners,
+      fromGraph: true,
+    });
+  return done;
+}
+
+/** An owner reference the absent-owner cache knows to be gone, as upstream checks it first. */
+function knownAbsent(
+  ctx: GcContext,
+  dependentNamespace: string,
+  ref: OwnerReference,
+): ClassifiedOwner | undefined {
+  // A cluster-scoped key, then one in the dependent's namespace.
+  for (const ns of ['', dependentNamespace]) {
+    const since = ctx.absent.goneSince(
+      coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid),
+    );
+    if (since !== undefined)
+      return { ref, state: 'dangling', detail: 'absent-owner-cache', goneSince: since };
+  }
+  return undefined;
+}
+
+function decisionFields(
+  resource: ResourceInfo,
+  meta: ObjectMeta,
+  reason: string,
+  owners: ClassifiedOwner[],
+): Record<string, unknown> {
+  return {
+    resource: groupResource(resource),
+    namespace: meta.namespace ?? '',
+    name: meta.name,
+    uid: meta.uid,
+    reason,
+    owners: owners.map((o) => ({
+      kind: o.ref.kind,
+      name: o.ref.name,
+      uid: o.ref.uid,
+      state: o.state,
+      detail: o.detail,
+    })),
+  };
+}
+
+function reportDeleted(
+  ctx: GcContext,
+  resource: ResourceInfo,
+  fields: Record<string, unknown>,
+  how: { policy: DeletionPropagation; owners: ClassifiedOwner[]; fromGraph: boolean },
+): void {
+  ctx.log.info('deleted', { ...fields, propagationPolicy: how.policy, fromGraph: how.fromGraph });
+  ctx.metrics?.deletion?.(groupResource(resource), how.policy, false);
+  // Owner gone → this DELETE: from the moment the last of its owners was known gone.
+  let lastGone: number | undefined;
+  for (const o of how.owners) {
+    if (o.goneSince !== undefined && (lastGone === undefined || o.goneSince > lastGone))
+      lastGone = o.goneSince;
+  }
+  if (lastGone !== undefined) ctx.metrics?.decisionLatency?.((Date.now() - lastGone) / 1000);
 }
 
 async function decideAndAct(
@@ -165,20 +274,7 @@ async function decideAndAct(
     }
   }
   const decision = decide({ live, owners, dependents: snap.dependents });
-  const fields = {
-    resource: groupResource(resource),
-    namespace: live.namespace ?? '',
-    name: live.name,
-    uid: live.uid,
-    reason: decision.reason,
-    owners: owners.map((o) => ({
-      kind: o.ref.kind,
-      name: o.ref.name,
-      uid: o.ref.uid,
-      state: o.state,
-      detail: o.detail,
-    })),
-  };
+  const fields = decisionFields(resource, live, decision.reason, owners);
   switch (decision.action) {
     case 'none':
       if (owners.some((o) => o.state === 'invalid')) ctx.log.warn('not collecting object', fields);
@@ -204,6 +300,7 @@ async function decideAndAct(
         decision.policy,
         decision.unblockOwnerReferences,
         fields,
+        owners,
       );
   }
 }
@@ -214,15 +311,9 @@ async function classifyOwner(
   ref: OwnerReference,
 ): Promise<ClassifiedOwner> {
   const dependentNamespace = live.namespace ?? '';
-  // The absent-owner cache is checked before resolving the kind, as upstream
-  // does: a cluster-scoped key, then one in the dependent's namespace.
-  for (const ns of ['', dependentNamespace]) {
-    const since = ctx.absent.goneSince(
-      coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid),
-    );
-    if (since !== undefined)
-      return { ref, state: 'dangling', detail: 'absent-owner-cache', goneSince: since };
-  }
+  // The absent-owner cache is checked before resolving the kind, as upstream does.
+  const gone = knownAbsent(ctx, dependentNamespace, ref);
+  if (gone) return gone;
   const ownerResource = resolve(ctx, ref.apiVersion, ref.kind);
   if (ownerResource.namespaced && !dependentNamespace) {
     return { ref, state: 'invalid', detail: 'cluster-scoped dependent of a namespaced owner kind' };
@@ -294,6 +385,7 @@ async function deleteObject(
   policy: DeletionPropagation,
   unblock: boolean,
   fields: Record<string, unknown>,
+  owners: ClassifiedOwner[],
 ): Promise<ProcessResult> {
   if (ctx.dryRun) {
     ctx.log.info('dry run: would delete', { ...fields, propagationPolicy: policy });
@@ -314,10 +406,8 @@ async function deleteObject(
     outcome = await ctx.api.delete(resource, fresh, policy, false);
     if (outcome === 'conflict') return requeue();
   }
-  if (outcome === 'deleted') {
-    ctx.log.info('deleted', { ...fields, propagationPolicy: policy });
-    ctx.metrics?.deletion?.(groupResource(resource), policy, false);
-  }
+  if (outcome === 'deleted')
+    reportDeleted(ctx, resource, fields, { policy, owners, fromGraph: false });
   return done;
 }
 

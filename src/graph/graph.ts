@@ -62,6 +62,8 @@ export interface NodeSnapshot extends Identity {
   virtual: boolean;
   beingDeleted: boolean;
   deletingDependents: boolean;
+  /** Carries the orphan or foregroundDeletion finalizer (even before any deletion). */
+  hasGcFinalizer: boolean;
   resourceVersion: string;
   ownerReferences: readonly OwnerReference[];
   dependents: DependentSnapshot[];
@@ -196,6 +198,7 @@ export class OwnershipGraph {
       virtual: a.virtual,
       beingDeleted: a.beingDeleted,
       deletingDependents: a.deletingDependents,
+      hasGcFinalizer: a.hasOrphanFinalizer || a.hasForegroundFinalizer,
       resourceVersion: a.resourceVersion,
       ownerReferences: a.ownerReferences,
       dependents,

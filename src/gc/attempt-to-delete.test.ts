@@ -144,6 +144,61 @@ test('owner observed deleted: the dependent is deleted from the graph copy, with
   expect(t.latencies).toHaveLength(1);
 });
 
+test('owner observed in foreground deletion: a leaf is deleted Background and a middle object Foreground, from the graph copy', async () => {
+  const middle: ObjectMeta = { ...dependent, uid: 'm', name: 'middle', resourceVersion: '8' };
+  const leaf: ObjectMeta = {
+    uid: 'l',
+    name: 'leaf',
+    namespace: 'ns',
+    resourceVersion: '9',
+    ownerReferences: [{ ...ownerRef('m'), name: 'middle' }],
+  };
+  const objects = new Map([
+    ['middle', { ...middle }],
+    ['leaf', { ...leaf }],
+  ]);
+  const t = setup(objects);
+  t.observe(owner);
+  t.observe(middle);
+  t.observe(leaf);
+  t.observe({
+    ...owner,
+    deletionTimestamp: '2024-01-01T00:00:00Z',
+    finalizers: ['foregroundDeletion'],
+  });
+  expect(t.queued).toEqual(['m', 'o']);
+
+  await attemptToDelete(t.ctx, 'm');
+  t.observe({
+    ...middle,
+    deletionTimestamp: '2024-01-01T00:00:00Z',
+    finalizers: ['foregroundDeletion'],
+  });
+  await attemptToDelete(t.ctx, 'l');
+
+  expect(t.gets).toEqual([]);
+  expect(t.deletes.map((d) => [d.name, d.policy, d.resourceVersion])).toEqual([
+    ['middle', 'Foreground', '8'],
+    ['leaf', 'Background', '9'],
+  ]);
+});
+
+test('an owner observed being deleted without the foregroundDeletion finalizer is read live', async () => {
+  const objects = new Map([
+    ['dep', { ...dependent }],
+    ['cm-o', { ...owner, deletionTimestamp: '2024-01-01T00:00:00Z', finalizers: ['other'] }],
+  ]);
+  const t = setup(objects);
+  t.observe(owner);
+  t.observe(dependent);
+  t.observe({ ...owner, deletionTimestamp: '2024-01-01T00:00:00Z', finalizers: ['other'] });
+
+  await attemptToDelete(t.ctx, 'd');
+
+  expect(t.gets).toEqual(['dep', 'cm-o']);
+  expect(t.deletes).toEqual([]);
+});
+
 test('the object changed since the graph saw it (409): decided again from a live read', async () => {
   // Live: a second owner was added that the graph has not seen yet, and it exists.
   const live: ObjectMeta = {

@@ -10,7 +10,12 @@ import {
   type RestMapper,
 } from '../api/resources.ts';
 import type { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
-import { coordinatesKey, type NodeSnapshot, type OwnershipGraph } from '../graph/graph.ts';
+import {
+  coordinatesKey,
+  refNamesOwner,
+  type NodeSnapshot,
+  type OwnershipGraph,
+} from '../graph/graph.ts';
 import { FOREGROUND_FINALIZER, type GraphEvent } from '../graph/propagator.ts';
 import type { Logger } from '../log.ts';
 import { done, failed, requeue, type ProcessResult } from '../queue/workqueue.ts';
@@ -145,12 +150,14 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
 
 /**
  * The cascade's fast path. When every owner is already known gone (the
- * absent-owner cache, filled only by observed deletes and live reads), the
- * graph's copy of the object is enough to decide on: the DELETE carries
- * {uid, resourceVersion} preconditions, so the API server applies it only to
- * exactly the version decided on, and a 409 sends the object the usual way (a
- * live read, then a decision). One request per dependent instead of two.
- * Anything but a plain delete is left to the live path.
+ * absent-owner cache, filled only by observed deletes and live reads) or seen
+ * by the informers in foreground deletion (irreversible: it ends with the
+ * owner gone), the graph's copy of the object is enough to decide on: the
+ * DELETE carries {uid, resourceVersion} preconditions, so the API server
+ * applies it only to exactly the version decided on, and a 409 sends the
+ * object the usual way (a live read, then a decision). One request per
+ * dependent instead of two or three. Anything but a plain delete is left to
+ * the live path, and so is every owner the graph cannot vouch for.
  */
 async function deleteFromGraphCopy(
   ctx: GcContext,
@@ -177,9 +184,10 @@ async function deleteFromGraphCopy(
   if (namespace) copy.namespace = namespace;
   const owners: ClassifiedOwner[] = [];
   for (const ref of snap.ownerReferences) {
-    const gone = knownAbsent(ctx, namespace, ref);
-    if (!gone) return undefined;
-    owners.push(gone);
+    const known =
+      knownAbsent(ctx, namespace, ref) ?? observedDeletingDependents(ctx, namespace, ref);
+    if (!known) return undefined;
+    owners.push(known);
   }
   const decision = decide({ live: copy, owners, dependents: snap.dependents });
   if (decision.action !== 'delete' || decision.unblockOwnerReferences) return undefined;
@@ -209,6 +217,24 @@ function knownAbsent(
       return { ref, state: 'dangling', detail: 'absent-owner-cache', goneSince: since };
   }
   return undefined;
+}
+
+/** An owner the informers saw with a deletionTimestamp and the foregroundDeletion finalizer. */
+function observedDeletingDependents(
+  ctx: GcContext,
+  dependentNamespace: string,
+  ref: OwnerReference,
+): ClassifiedOwner | undefined {
+  const owner = ctx.graph.get(ref.uid);
+  if (
+    !owner ||
+    owner.virtual ||
+    !owner.beingDeleted ||
+    !owner.hasForegroundFinalizer ||
+    !refNamesOwner(ref, owner, dependentNamespace)
+  )
+    return undefined;
+  return { ref, state: 'waiting', detail: 'graph: owner-deleting-dependents' };
 }
 
 function decisionFields(

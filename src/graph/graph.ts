@@ -101,6 +101,24 @@ export function sameCoordinates(a: Readonly<Identity>, b: Readonly<Identity>): b
   );
 }
 
+/**
+ * Whether a dependent's reference names exactly this observed owner (same
+ * group, kind, name and UID; same namespace unless the owner is cluster-scoped).
+ */
+export function refNamesOwner(
+  ref: OwnerReference,
+  owner: Readonly<Identity>,
+  dependentNamespace: string,
+): boolean {
+  return (
+    ref.uid === owner.uid &&
+    ref.name === owner.name &&
+    ref.kind === owner.kind &&
+    (owner.namespace === '' || owner.namespace === dependentNamespace) &&
+    sameGroup(ref.apiVersion, owner.apiVersion)
+  );
+}
+
 export class OwnershipGraph {
   readonly g = new DirectedGraph<NodeAttributes, EdgeAttributes>({ allowSelfLoops: true });
 

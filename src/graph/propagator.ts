@@ -16,8 +16,8 @@ import {
   coordinatesKey,
   edgeAttributes,
   NO_OWNER_REFERENCES,
+  refNamesOwner,
   sameCoordinates,
-  sameGroup,
   type Identity,
   type NodeAttributes,
   type OwnershipGraph,
@@ -383,7 +383,7 @@ export class Propagator {
       if (!owner.virtual) {
         // The reference disagrees with the owner we observed (other namespace,
         // kind or name): the dependent needs a live decision.
-        if (!this.refMatchesOwner(ref, owner, namespace)) this.sinks.attemptToDelete(uid);
+        if (!refNamesOwner(ref, owner, namespace)) this.sinks.attemptToDelete(uid);
         // An owner in foreground deletion waits for its new dependent too.
         else if (owner.deletingDependents) this.sinks.attemptToDelete(uid);
       }
@@ -392,21 +392,6 @@ export class Propagator {
     if (edgeIsNew) this.graph.addEdge(owner.uid, uid, attrs);
     else this.graph.setEdge(owner.uid, uid, attrs);
     return stored;
-  }
-
-  /** coordinatesKey(claimed by ref) === coordinatesKey(observed owner), without building keys. */
-  private refMatchesOwner(
-    ref: OwnerReference,
-    owner: NodeAttributes,
-    dependentNamespace: string,
-  ): boolean {
-    return (
-      ref.uid === owner.uid &&
-      ref.name === owner.name &&
-      ref.kind === owner.kind &&
-      (owner.namespace === '' || owner.namespace === dependentNamespace) &&
-      sameGroup(ref.apiVersion, owner.apiVersion)
-    );
   }
 
   /** Applies a change of owner references; returns the references as the graph stores them. */

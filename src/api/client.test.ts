@@ -1,0 +1,192 @@
+// KubeClient's transport against local TLS servers: HTTP/2 when the server
+// offers it, HTTP/1.1 when it does not or when DISABLE_HTTP2 says so, and the
+// same answers either way. (Every e2e test also runs it against kube-apiserver.)
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http2 from 'node:http2';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { ApiError, KubeClient } from './client.ts';
+
+let dir: string;
+let tls: { key: Buffer; cert: Buffer };
+
+beforeAll(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'kubegc-client-'));
+  execFileSync('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    path.join(dir, 'key.pem'),
+    '-out',
+    path.join(dir, 'cert.pem'),
+    '-days',
+    '1',
+    '-subj',
+    '/CN=localhost',
+  ]);
+  tls = {
+    key: readFileSync(path.join(dir, 'key.pem')),
+    cert: readFileSync(path.join(dir, 'cert.pem')),
+  };
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Seen {
+  httpVersion: string;
+  method: string;
+  url: string;
+  accept: string | undefined;
+  authorization: string | undefined;
+  body: string;
+}
+
+type Handler = (seen: Seen) => { status: number; body: string; headers?: Record<string, string> };
+
+const apiHandler: Handler = (seen) => {
+  if (seen.url.startsWith('/api/v1/namespaces/ns/configmaps/missing'))
+    return { status: 404, body: '{"kind":"Status","reason":"NotFound","message":"not found"}' };
+  return { status: 200, body: JSON.stringify({ echo: seen }) };
+};
+
+/** A TLS server; `h2`: also speaks HTTP/2 (and HTTP/1.1 for clients that ask for it). */
+async function serve(h2: boolean, handler: Handler = apiHandler) {
+  const seen: Seen[] = [];
+  const onRequest = (
+    req: http2.Http2ServerRequest | import('node:http').IncomingMessage,
+    res: http2.Http2ServerResponse | import('node:http').ServerResponse,
+  ): void => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const s: Seen = {
+        httpVersion: req.httpVersion,
+        method: req.method ?? '',
+        url: req.url ?? '',
+        accept: req.headers.accept,
+        authorization: req.headers.authorization,
+        body: Buffer.concat(chunks).toString('utf8'),
+      };
+      seen.push(s);
+      const answer = handler(s);
+      const out = res as {
+        writeHead(status: number, headers: Record<string, string>): void;
+        end(body: string): void;
+      };
+      out.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
+      out.end(answer.body);
+    });
+  };
+  const server = h2
+    ? http2.createSecureServer({ ...tls, allowHTTP1: true }, onRequest)
+    : https.createServer(tls, onRequest);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    seen,
+    url: `https://127.0.0.1:${port}`,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+function kubeconfig(server: string): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'secret-token' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return kc;
+}
+
+async function withServer(
+  h2: boolean,
+  fn: (client: KubeClient, seen: Seen[]) => Promise<void>,
+  handler?: Handler,
+): Promise<void> {
+  const srv = await serve(h2, handler);
+  const client = await KubeClient.create(kubeconfig(srv.url), { qps: 0, burst: 1 });
+  try {
+    await fn(client, srv.seen);
+  } finally {
+    client.close();
+    await srv.close();
+  }
+}
+
+test('requests go over HTTP/2 when the server offers it', async () => {
+  await withServer(true, async (client, seen) => {
+    const got = await client.request<{ echo: Seen }>('GET', '/api/v1/namespaces/ns/configmaps/a', {
+      accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1',
+      query: { limit: 5 },
+    });
+    await client.request('DELETE', '/api/v1/namespaces/ns/configmaps/a', {
+      body: { preconditions: { uid: 'u1' } },
+    });
+    expect(client.http2).toBe(true);
+    expect(got.echo.url).toBe('/api/v1/namespaces/ns/configmaps/a?limit=5');
+    expect(seen.map((s) => [s.httpVersion, s.method])).toEqual([
+      ['2.0', 'GET'],
+      ['2.0', 'DELETE'],
+    ]);
+    expect(seen[0]?.accept).toBe('application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1');
+    expect(seen[0]?.authorization).toBe('Bearer secret-token');
+    expect(JSON.parse(seen[1]?.body ?? '')).toEqual({ preconditions: { uid: 'u1' } });
+  });
+});
+
+test('a non-2xx answer over HTTP/2 is an ApiError with status and reason', async () => {
+  await withServer(true, async (client) => {
+    const err = await client
+      .request('GET', '/api/v1/namespaces/ns/configmaps/missing')
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).status).toBe(404);
+    expect((err as ApiError).reason).toBe('NotFound');
+  });
+});
+
+test('429 with Retry-After is retried over HTTP/2', async () => {
+  let calls = 0;
+  await withServer(
+    true,
+    async (client, seen) => {
+      await expect(client.request('GET', '/api/v1/namespaces')).resolves.toEqual({ ok: true });
+      expect(seen).toHaveLength(2);
+    },
+    () =>
+      ++calls === 1
+        ? { status: 429, body: '{}', headers: { 'retry-after': '1' } }
+        : { status: 200, body: '{"ok":true}' },
+  );
+});
+
+test('a server without HTTP/2 gets HTTP/1.1, from the first request on', async () => {
+  await withServer(false, async (client, seen) => {
+    await client.request('GET', '/api/v1/namespaces/ns/configmaps/a');
+    await client.request('GET', '/api/v1/namespaces/ns/configmaps/b');
+    expect(client.http2).toBe(false);
+    expect(seen.map((s) => s.httpVersion)).toEqual(['1.1', '1.1']);
+  });
+});
+
+test('DISABLE_HTTP2 (as client-go reads it) keeps requests on HTTP/1.1', async () => {
+  process.env.DISABLE_HTTP2 = 'true';
+  try {
+    await withServer(true, async (client, seen) => {
+      await client.request('GET', '/api/v1/namespaces/ns/configmaps/a');
+      expect(client.http2).toBe(false);
+      expect(seen.map((s) => s.httpVersion)).toEqual(['1.1']);
+    });
+  } finally {
+    delete process.env.DISABLE_HTTP2;
+  }
+});

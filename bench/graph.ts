@@ -7,7 +7,6 @@
 // Run on its own process so the heap holds nothing but the graph.
 //   --cpu-profile PREFIX  V8 CPU profiles of the timed windows only (see profile-summary.ts)
 //   --heap-snapshot FILE  a heap snapshot when the heap figure is taken (see heap-summary.ts)
-//   --graph compact       the prototype graph in bench/prototype/ instead of kubegc's (design study)
 //   --skip-updates        no update phase: the heap figure after the adds alone
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
@@ -16,7 +15,6 @@ import v8 from 'node:v8';
 import type { ObjectMeta, OwnerReference, ResourceInfo } from '../src/api/resources.ts';
 import { AbsentOwnerCache } from '../src/graph/absent-owner-cache.ts';
 import { OwnershipGraph } from '../src/graph/graph.ts';
-import { CompactGraph } from './prototype/compact-graph.ts';
 import { Propagator } from '../src/graph/propagator.ts';
 import { trimMeta } from '../src/informers/metadata-informer.ts';
 import { silentLogger } from '../src/log.ts';
@@ -160,14 +158,12 @@ interface Harness {
   deleteQueue: WorkQueue;
 }
 
-/** `compact`: the prototype in bench/prototype/ instead of graphology (for the design discussion only). */
-function harness(kind: string | undefined): Harness {
+function harness(): Harness {
   const queue = (name: string): WorkQueue =>
     new WorkQueue({ name, concurrency: 20, process: () => Promise.resolve(done) });
   const deleteQueue = queue('garbage_collector_attempt_to_delete');
   const orphanQueue = queue('garbage_collector_attempt_to_orphan');
-  const graph =
-    kind === 'compact' ? (new CompactGraph() as unknown as OwnershipGraph) : new OwnershipGraph();
+  const graph = new OwnershipGraph();
   const propagator = new Propagator(
     graph,
     new AbsentOwnerCache(4096),
@@ -257,7 +253,7 @@ async function fanoutEnqueue(h: Harness, fanout: number): Promise<{ ms: number; 
 }
 
 export async function runGraphBench(objects: number, fanout: number): Promise<GraphResult> {
-  const h = harness(stringFlag('--graph'));
+  const h = harness();
   const base = heapUsed();
   // The raw items live only until the update phase is over, and are dropped before the heap figure.
   let raw: RawItem[] | undefined = [...cluster(objects)];

@@ -144,13 +144,25 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
     );
     expect(b.lines.some((l) => l.msg === 'became leader')).toBe(false);
     expect(b.lines.filter((l) => l.msg === 'deleted')).toEqual([]);
+    const leases = c.kc.makeApiClient((await import('@kubernetes/client-node')).CoordinationV1Api);
+    const held = (await leases.readNamespacedLease({
+      namespace: ns,
+      name: 'kubegc',
+    })) as k8s.V1Lease;
+    // A renewal A made before the kill; its real last one may be later, never earlier.
+    const renewedAt = new Date(held.spec?.renewTime ?? 0).getTime();
+    expect(renewedAt).toBeGreaterThan(0);
     await a.kill();
-    const killedAt = Date.now();
     const left = (await configMapNames(c, ns)).length;
     expect(left).toBeGreaterThan(0);
-    await b.waitForLog('replica B to take over', (l) => l.msg === 'became leader', 30_000);
-    // client-go semantics: within about one lease duration of the last renewal.
-    expect(Date.now() - killedAt).toBeLessThan(4000 + 3000);
+    const took = await b.waitForLog(
+      'replica B to take over',
+      (l) => l.msg === 'became leader',
+      30_000,
+    );
+    // Never two leaders: B takes the lease only once A's last renewal has expired
+    // (lease duration 4s; renewTime has microsecond precision, hence the 5 ms).
+    expect(Date.parse(String(took.ts))).toBeGreaterThanOrEqual(renewedAt + 4000 - 5);
     await waitFor(
       'replica B to finish the cascade',
       async () => (await configMapNames(c, ns)).length === 0,
@@ -163,9 +175,7 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
     );
     // SIGTERM releases the lease.
     await b.stop();
-    const l = (await c.kc
-      .makeApiClient((await import('@kubernetes/client-node')).CoordinationV1Api)
-      .readNamespacedLease({ namespace: ns, name: 'kubegc' })) as k8s.V1Lease;
+    const l = (await leases.readNamespacedLease({ namespace: ns, name: 'kubegc' })) as k8s.V1Lease;
     expect(l.spec?.holderIdentity ?? '').toBe('');
   } finally {
     await a.kill();

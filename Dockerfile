@@ -22,5 +22,6 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 # The base image's unprivileged user; the manifests also set runAsNonRoot.
 USER 1000:1000
-ENTRYPOINT ["node", "dist/cli.js"]
+# Node.js flags: src/runtime-flags.ts says which and why.
+ENTRYPOINT ["node", "--max-semi-space-size=4", "dist/cli.js"]
 CMD ["--help"]

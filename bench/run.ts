@@ -6,6 +6,7 @@
 // --only cascade,foreground,memory,graph, --contenders kubegc,kcm_default,kcm_equal,ceiling,
 // --keep-cluster, and for experiments --node-flags "FLAGS" (Node.js flags for
 // kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
+import { RUNTIME_FLAGS } from '../src/runtime-flags.ts';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -119,6 +120,7 @@ function runGraph(plan: Plan): Promise<GraphResult> {
   const child = spawn(
     process.execPath,
     [
+      ...RUNTIME_FLAGS,
       ...plan.nodeFlags,
       '--expose-gc',
       '--max-old-space-size=8192',
@@ -362,6 +364,7 @@ function standardNotes(plan: Plan): string[] {
   const notes = [
     'kube-controller-manager multiplies --kube-api-qps by 2 for its GC client (two calls per deletion), so "kcm GC, equal" runs with 1,000 QPS effective, kubegc with 500.',
     'kubegc runs from source (`node src/cli.ts`, type stripping at start-up), as `npm run bench` needs no build.',
+    `kubegc and the graph process run with kubegc's runtime flags (${RUNTIME_FLAGS.join(' ')}; src/runtime-flags.ts), as the image and the \`kubegc\` bin start it.`,
     "Every GC is started after its objects exist and stopped right after its measurement: no two garbage collectors ever run at once (the cluster's own kube-controller-manager runs without its GC).",
   ];
   if (plan.kubegcArgs.length || plan.kcmArgs.length)

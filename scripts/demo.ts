@@ -3,6 +3,7 @@
 // Deployment and a Secret owned by that ConfigMap), runs `kubegc controller`,
 // deletes the Deployment with propagationPolicy=Background and shows kubegc
 // collecting every dependent. The control plane keeps running afterwards.
+import { RUNTIME_FLAGS } from '../src/runtime-flags.ts';
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import path from 'node:path';
@@ -109,6 +110,7 @@ console.log('demo: starting kubegc controller');
 const gc = spawn(
   process.execPath,
   [
+    ...RUNTIME_FLAGS,
     '--disable-warning=ExperimentalWarning',
     path.join(REPO_ROOT, 'src', 'cli.ts'),
     'controller',

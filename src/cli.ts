@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=4
 // The kubegc command line. Subcommands: `controller` (owner-reference GC) and
 // `node` (image and container GC); each lives in its own module under src/.
 import { UsageError } from './cli/flags.ts';

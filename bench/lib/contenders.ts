@@ -2,6 +2,7 @@
 // CLI) and kube-controller-manager running only its garbage collector. Each
 // start reports when its initial sync is done, measured from just before the
 // process is spawned, and exposes its PID for RSS readings.
+import { RUNTIME_FLAGS } from '../../src/runtime-flags.ts';
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -108,6 +109,7 @@ async function startKubegc(
   const child = spawn(
     process.execPath,
     [
+      ...RUNTIME_FLAGS,
       ...nodeFlags,
       '--disable-warning=ExperimentalWarning',
       path.join(REPO_ROOT, 'src', 'cli.ts'),

@@ -1,5 +1,6 @@
 // Runs `kubegc` as a child process from the TypeScript sources (Node's type
 // stripping: no build step), collecting its JSON log lines for assertions.
+import { RUNTIME_FLAGS } from '../../src/runtime-flags.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
@@ -35,10 +36,11 @@ export interface KubegcProcess {
 export const CLI = path.join(REPO_ROOT, 'src', 'cli.ts');
 
 export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env): KubegcProcess {
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', CLI, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [...RUNTIME_FLAGS, '--disable-warning=ExperimentalWarning', CLI, ...args],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const lines: LogLine[] = [];
   const raw: string[] = [];
   const waiters: { match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = [];

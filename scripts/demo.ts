@@ -174,6 +174,9 @@ if (!started) {
 
 async function cascade(mode: 'background' | 'orphan' | 'foreground'): Promise<void> {
   await buildTree();
+  // kubectl runs synchronously: kubegc's lines about the previous tree (its
+  // leftovers go with the namespace) may still be in the pipe. Count from here.
+  await sleep(500);
   const before = deletions;
   console.log(`\n$ kubectl delete deployment web -n ${NS} --cascade=${mode}`);
   const t0 = Date.now();

@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { controllerArgs, kubegcArgv } from '../cluster/kubegc-command.ts';
 import { REPO_ROOT, up } from '../cluster/controlplane.ts';
 
 const argv = process.argv.slice(2);
@@ -57,22 +58,9 @@ await Promise.all(
 );
 
 // Start kubegc once the tree exists: its initial sync then holds every dependent.
-const gc = spawn(
-  process.execPath,
-  [
-    '--disable-warning=ExperimentalWarning',
-    path.join(REPO_ROOT, 'src', 'cli.ts'),
-    'controller',
-    '--kubeconfig',
-    cluster.kubeconfig,
-    '--metrics-bind-address',
-    '127.0.0.1:0',
-    '--health-probe-bind-address',
-    '127.0.0.1:0',
-    ...extra,
-  ],
-  { stdio: ['ignore', 'ignore', 'pipe'] },
-);
+const gc = spawn(process.execPath, kubegcArgv(controllerArgs(cluster.kubeconfig, extra)), {
+  stdio: ['ignore', 'ignore', 'pipe'],
+});
 await new Promise<void>((resolve, reject) => {
   let rest = '';
   gc.stderr.on('data', (b: Buffer) => {

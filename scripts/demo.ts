@@ -3,10 +3,10 @@
 // Deployment and a Secret owned by that ConfigMap), runs `kubegc controller`,
 // deletes the Deployment with propagationPolicy=Background and shows kubegc
 // collecting every dependent. The control plane keeps running afterwards.
-import { RUNTIME_FLAGS } from '../src/runtime-flags.ts';
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import path from 'node:path';
+import { controllerArgs, kubegcArgv } from '../cluster/kubegc-command.ts';
 import { REPO_ROOT, up } from '../cluster/controlplane.ts';
 
 const NS = 'kubegc-demo';
@@ -107,24 +107,9 @@ async function buildTree(): Promise<void> {
 }
 
 console.log('demo: starting kubegc controller');
-const gc = spawn(
-  process.execPath,
-  [
-    ...RUNTIME_FLAGS,
-    '--disable-warning=ExperimentalWarning',
-    path.join(REPO_ROOT, 'src', 'cli.ts'),
-    'controller',
-    '--kubeconfig',
-    cluster.kubeconfig,
-    '--metrics-bind-address',
-    '127.0.0.1:0',
-    '--health-probe-bind-address',
-    '127.0.0.1:0',
-  ],
-  {
-    stdio: ['ignore', 'inherit', 'pipe'],
-  },
-);
+const gc = spawn(process.execPath, kubegcArgv(controllerArgs(cluster.kubeconfig)), {
+  stdio: ['ignore', 'inherit', 'pipe'],
+});
 let started = false;
 let deletions = 0;
 let rest = '';

@@ -2,14 +2,13 @@
 // CLI) and kube-controller-manager running only its garbage collector. Each
 // start reports when its initial sync is done, measured from just before the
 // process is spawned, and exposes its PID for RSS readings.
-import { RUNTIME_FLAGS } from '../../src/runtime-flags.ts';
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { controllerArgs, kubegcArgv } from '../../cluster/kubegc-command.ts';
 import {
   CONTROLLERS_GC_ONLY,
-  REPO_ROOT,
   delay,
   logFile,
   startExtraControllerManager,
@@ -108,20 +107,7 @@ async function startKubegc(
   const startedAt = performance.now();
   const child = spawn(
     process.execPath,
-    [
-      ...RUNTIME_FLAGS,
-      ...nodeFlags,
-      '--disable-warning=ExperimentalWarning',
-      path.join(REPO_ROOT, 'src', 'cli.ts'),
-      'controller',
-      '--kubeconfig',
-      cluster.kubeconfig,
-      '--metrics-bind-address',
-      '127.0.0.1:0',
-      '--health-probe-bind-address',
-      '127.0.0.1:0',
-      ...args,
-    ],
+    kubegcArgv(controllerArgs(cluster.kubeconfig, args), nodeFlags),
     { stdio: ['ignore', 'ignore', fd] },
   );
   closeSync(fd);

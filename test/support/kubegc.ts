@@ -1,9 +1,8 @@
 // Runs `kubegc` as a child process from the TypeScript sources (Node's type
 // stripping: no build step), collecting its JSON log lines for assertions.
-import { RUNTIME_FLAGS } from '../../src/runtime-flags.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
+import { controllerArgs, KUBEGC_CLI, kubegcArgv } from '../../cluster/kubegc-command.ts';
+import type { Cluster } from '../../cluster/controlplane.ts';
 
 export interface LogLine {
   level: string;
@@ -33,14 +32,13 @@ export interface KubegcProcess {
   kill(): Promise<void>;
 }
 
-export const CLI = path.join(REPO_ROOT, 'src', 'cli.ts');
+export const CLI = KUBEGC_CLI;
 
 export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env): KubegcProcess {
-  const child = spawn(
-    process.execPath,
-    [...RUNTIME_FLAGS, '--disable-warning=ExperimentalWarning', CLI, ...args],
-    { env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn(process.execPath, kubegcArgv(args), {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines: LogLine[] = [];
   const raw: string[] = [];
   const waiters: { match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = [];
@@ -137,18 +135,9 @@ export async function startController(
   extra: string[] = [],
 ): Promise<KubegcProcess> {
   // Ephemeral ports: several kubegc processes may run at once (leader election tests).
-  const proc = runKubegc([
-    'controller',
-    '--kubeconfig',
-    cluster.kubeconfig,
-    '--discovery-period',
-    '5s',
-    '--metrics-bind-address',
-    '127.0.0.1:0',
-    '--health-probe-bind-address',
-    '127.0.0.1:0',
-    ...extra,
-  ]);
+  const proc = runKubegc(
+    controllerArgs(cluster.kubeconfig, ['--discovery-period', '5s', ...extra]),
+  );
   await proc.waitForLog(
     '"garbage collector started"',
     (l) => l.msg === 'garbage collector started',

@@ -1,7 +1,7 @@
 // Runs `kubegc` as a child process from the TypeScript sources (Node's type
 // stripping: no build step), collecting its JSON log lines for assertions.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { controllerArgs, KUBEGC_CLI, kubegcArgv } from '../../cluster/kubegc-command.ts';
+import { controllerArgs, kubegcArgv } from '../../cluster/kubegc-command.ts';
 import type { Cluster } from '../../cluster/controlplane.ts';
 
 export interface LogLine {
@@ -31,8 +31,6 @@ export interface KubegcProcess {
   stop(): Promise<void>;
   kill(): Promise<void>;
 }
-
-export const CLI = KUBEGC_CLI;
 
 export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env): KubegcProcess {
   const child = spawn(process.execPath, kubegcArgv(args), {

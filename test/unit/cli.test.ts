@@ -2,10 +2,10 @@
 // clear line with exit code 2 for anything it cannot accept.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { CLI } from '../support/kubegc.ts';
+import { kubegcArgv } from '../../cluster/kubegc-command.ts';
 
 function kubegc(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', CLI, ...args], {
+  const r = spawnSync(process.execPath, kubegcArgv(args), {
     encoding: 'utf8',
     env: { ...process.env, KUBECONFIG: '/nonexistent/kubeconfig' },
   });

@@ -3,10 +3,10 @@
 import { spawnSync } from 'node:child_process';
 import { UsageError } from '../../src/cli/flags.ts';
 import { nodeCommand } from '../../src/cli/node.ts';
-import { CLI } from '../support/kubegc.ts';
+import { kubegcArgv } from '../../cluster/kubegc-command.ts';
 
 function kubegc(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', CLI, ...args], {
+  const r = spawnSync(process.execPath, kubegcArgv(args), {
     encoding: 'utf8',
     env: { ...process.env, KUBERNETES_SERVICE_HOST: '' },
   });

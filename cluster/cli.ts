@@ -1,4 +1,4 @@
-// `npm run cluster -- up [--builtin-gc] | down | status [--dir DIR]`
+// `npm run cluster -- up [--builtin-gc] [--audit] | down | status [--dir DIR]`
 // The last line `up` prints is the kubeconfig path, so scripts can capture it.
 import path from 'node:path';
 import { ControlPlaneError, REPO_ROOT, down, status, up } from './controlplane.ts';
@@ -6,8 +6,10 @@ import { ControlPlaneError, REPO_ROOT, down, status, up } from './controlplane.t
 const USAGE = `usage: npm run cluster -- <command> [--dir DIR]
 
 commands:
-  up [--builtin-gc]  start (or reuse) etcd, kube-apiserver and kube-controller-manager;
-                     --builtin-gc also runs kube-controller-manager's own garbage collector
+  up [--builtin-gc] [--audit]
+                     start (or reuse) etcd, kube-apiserver and kube-controller-manager;
+                     --builtin-gc also runs kube-controller-manager's own garbage collector;
+                     --audit has kube-apiserver log every write to DIR/logs/audit.log
   down               stop the processes started in DIR and remove the data
   status             show what runs in DIR
 
@@ -21,6 +23,7 @@ function fail(msg: string, code = 1): never {
 async function main(argv: string[]): Promise<void> {
   let dir = process.env.KUBEGC_CLUSTER_DIR ?? path.join(REPO_ROOT, '.cluster');
   let builtinGc = false;
+  let audit = false;
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -30,6 +33,7 @@ async function main(argv: string[]): Promise<void> {
       dir = v;
     } else if (a.startsWith('--dir=')) dir = a.slice('--dir='.length);
     else if (a === '--builtin-gc') builtinGc = true;
+    else if (a === '--audit') audit = true;
     else if (a === '-h' || a === '--help') {
       console.log(USAGE);
       return;
@@ -39,11 +43,12 @@ async function main(argv: string[]): Promise<void> {
   const [command, ...extra] = rest;
   if (extra.length > 0) fail(`cluster: unexpected arguments: ${extra.join(' ')}`, 2);
   if (builtinGc && command !== 'up') fail('cluster: --builtin-gc goes with up', 2);
+  if (audit && command !== 'up') fail('cluster: --audit goes with up', 2);
   const log = (line: string): void => console.error(`cluster: ${line}`);
   switch (command) {
     case 'up': {
       const started = Date.now();
-      const c = await up({ dir, builtinGc, log });
+      const c = await up({ dir, builtinGc, audit, log });
       log(
         `${c.reused ? 'reused the running' : 'started a'} Kubernetes ${c.version} control plane at ${c.server}` +
           ` (${c.builtinGc ? 'with' : 'without'} the built-in GC) in ${((Date.now() - started) / 1000).toFixed(1)}s`,

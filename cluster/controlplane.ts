@@ -45,6 +45,8 @@ interface State {
   dataDir: string;
   ports: { etcdClient: number; etcdPeer: number; apiserver: number };
   builtinGc: boolean;
+  /** kube-apiserver writes an audit log of every write (cluster/controlplane.ts AUDIT_POLICY). */
+  audit?: boolean;
   processes: Partial<Record<Component, ProcessRecord>>;
 }
 
@@ -56,6 +58,8 @@ export interface Cluster {
   kubectl: string;
   server: string;
   builtinGc: boolean;
+  /** The audit log (JSON lines) when the cluster was started with `audit`, else undefined. */
+  auditLog: string | undefined;
   /** true when `up` found a running cluster and reused it. */
   reused: boolean;
 }
@@ -63,6 +67,13 @@ export interface Cluster {
 export interface UpOptions {
   dir: string;
   builtinGc?: boolean;
+  /**
+   * Have kube-apiserver write an audit log of every write (create, update,
+   * patch, delete) with its request body: the independent record tests and
+   * the soak check kubegc against (who deleted what, with which preconditions,
+   * while holding which Lease).
+   */
+  audit?: boolean;
   log?: (line: string) => void;
 }
 
@@ -143,6 +154,26 @@ function paths(dir: string) {
     saKey: path.join(pki, 'sa.key'),
     saPub: path.join(pki, 'sa.pub'),
   };
+}
+
+/** Every write, with its request (DeleteOptions, patch bodies, Lease specs); no reads, no Events. */
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    verbs: [get, list, watch]
+  - level: None
+    resources:
+      - { group: '', resources: [events] }
+      - { group: events.k8s.io, resources: [events] }
+  - level: Request
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+`;
+
+export function auditLogFile(dir: string): string {
+  return path.join(paths(dir).logs, 'audit.log');
 }
 
 export function logFile(dir: string, component: string): string {
@@ -245,6 +276,108 @@ async function makePki(dir: string): Promise<void> {
   );
   await openssl(['genrsa', '-out', p.saKey, '2048']);
   await openssl(['rsa', '-in', p.saKey, '-pubout', '-out', p.saPub]);
+}
+
+/**
+ * A kubeconfig for a user of its own (client certificate CN=user, O=group...
+ * signed by the cluster CA), so that the audit log, RBAC and API Priority and
+ * Fairness can tell its requests apart (system:masters is exempt from APF).
+ * The caller grants it what it needs. Idempotent.
+ */
+export async function userKubeconfig(
+  cluster: Cluster,
+  user: string,
+  groups: string[] = [],
+): Promise<string> {
+  const p = paths(cluster.dir);
+  const safe = user.replace(/[^A-Za-z0-9_.-]/g, '_');
+  const dir = path.join(cluster.dir, 'users');
+  const file = path.join(dir, `${safe}.kubeconfig`);
+  if (existsSync(file)) return file;
+  await fs.mkdir(dir, { recursive: true });
+  const key = path.join(dir, `${safe}.key`);
+  const csr = path.join(dir, `${safe}.csr`);
+  const crt = path.join(dir, `${safe}.crt`);
+  const ext = path.join(dir, `${safe}.ext`);
+  const subject = [...groups.map((g) => `/O=${g}`), `/CN=${user}`].join('');
+  await fs.writeFile(
+    ext,
+    'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
+  );
+  await openssl([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    csr,
+    '-subj',
+    subject,
+  ]);
+  await openssl([
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    p.caCrt,
+    '-CAkey',
+    p.caKey,
+    '-CAcreateserial',
+    '-out',
+    crt,
+    '-days',
+    '3650',
+    '-extfile',
+    ext,
+  ]);
+  const b64 = async (f: string): Promise<string> => (await fs.readFile(f)).toString('base64');
+  const config = {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'kubegc-local',
+        cluster: { server: cluster.server, 'certificate-authority-data': await b64(p.caCrt) },
+      },
+    ],
+    users: [
+      {
+        name: user,
+        user: { 'client-certificate-data': await b64(crt), 'client-key-data': await b64(key) },
+      },
+    ],
+    contexts: [{ name: 'kubegc-local', context: { cluster: 'kubegc-local', user } }],
+    'current-context': 'kubegc-local',
+  };
+  await fs.writeFile(`${file}.tmp`, JSON.stringify(config, null, 2), { mode: 0o600 });
+  await fs.rename(`${file}.tmp`, file);
+  return file;
+}
+
+/** Binds `user` to the cluster-admin ClusterRole (idempotent). */
+export async function grantClusterAdmin(cluster: Cluster, user: string): Promise<void> {
+  const name = `kubegc-test:${user}`.replace(/[^a-z0-9:.-]/gi, '-').toLowerCase();
+  const res = await apiRequest(
+    cluster.dir,
+    'POST',
+    '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'ClusterRole',
+        name: 'cluster-admin',
+      },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+    },
+  );
+  if (res.status !== 201 && res.status !== 409)
+    throw new ControlPlaneError(`binding ${user} to cluster-admin: ${res.status} ${res.body}`);
 }
 
 async function writeKubeconfig(dir: string, server: string): Promise<void> {
@@ -444,9 +577,20 @@ function etcdArgs(dataDir: string, ports: State['ports']): string[] {
   ];
 }
 
-function apiserverArgs(dir: string, ports: State['ports']): string[] {
+function apiserverArgs(dir: string, ports: State['ports'], audit = false): string[] {
   const p = paths(dir);
+  const auditArgs = audit
+    ? [
+        `--audit-policy-file=${path.join(dir, 'audit-policy.yaml')}`,
+        `--audit-log-path=${auditLogFile(dir)}`,
+        '--audit-log-format=json',
+        // Rotated so a long e2e run or soak cannot fill the disk; readers read both files.
+        '--audit-log-maxsize=200',
+        '--audit-log-maxbackup=1',
+      ]
+    : [];
   return [
+    ...auditArgs,
     `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
     '--bind-address=127.0.0.1',
     `--secure-port=${ports.apiserver}`,
@@ -495,6 +639,7 @@ async function clusterFrom(dir: string, state: State, reused: boolean): Promise<
     kubectl: p.kubectl,
     server: `https://127.0.0.1:${state.ports.apiserver}`,
     builtinGc: state.builtinGc,
+    auditLog: state.audit ? auditLogFile(dir) : undefined,
     reused,
   };
 }
@@ -527,8 +672,16 @@ export async function up(opts: UpOptions): Promise<Cluster> {
   const dir = path.resolve(opts.dir);
   const log = opts.log ?? noop;
   const builtinGc = opts.builtinGc ?? false;
+  const audit = opts.audit ?? false;
   const existing = await readState(dir);
   if (existing && allRunning(existing) && (await apiReady(dir).catch(() => false))) {
+    if ((existing.audit ?? false) !== audit) {
+      log(`restarting kube-apiserver ${audit ? 'with' : 'without'} its audit log`);
+      existing.audit = audit;
+      if (audit) await fs.writeFile(path.join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
+      await writeState(dir, existing);
+      await restartApiServer(await clusterFrom(dir, existing, true));
+    }
     if (existing.builtinGc !== builtinGc) {
       log(
         `restarting kube-controller-manager ${builtinGc ? 'with' : 'without'} its garbage collector`,
@@ -570,8 +723,10 @@ export async function up(opts: UpOptions): Promise<Cluster> {
     dataDir,
     ports,
     builtinGc,
+    audit,
     processes: {},
   };
+  if (audit) await fs.writeFile(path.join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
   await writeState(dir, state);
   await writeKubeconfig(dir, `https://127.0.0.1:${ports.apiserver}`);
   await fs.rm(p.kubectl, { force: true });
@@ -592,7 +747,7 @@ export async function up(opts: UpOptions): Promise<Cluster> {
       dir,
       'kube-apiserver',
       path.join(binDir, 'kube-apiserver'),
-      apiserverArgs(dir, ports),
+      apiserverArgs(dir, ports, audit),
     );
     state.processes['kube-apiserver'] = api;
     await writeState(dir, state);
@@ -684,7 +839,7 @@ export async function restartApiServer(cluster: Cluster): Promise<void> {
     cluster.dir,
     'kube-apiserver',
     path.join(state.binDir, 'kube-apiserver'),
-    apiserverArgs(cluster.dir, state.ports),
+    apiserverArgs(cluster.dir, state.ports, state.audit),
   );
   state.processes['kube-apiserver'] = api;
   await writeState(cluster.dir, state);

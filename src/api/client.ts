@@ -22,6 +22,21 @@ export interface ClientOptions {
   userAgent: string;
   /** Called after every request with its verb and HTTP status (0: no response). */
   onRequest?: (verb: string, status: number) => void;
+  /**
+   * Called right before each attempt of a request goes on the wire (after the
+   * rate limiter). A seam for tests that must force an interleaving against
+   * the real API server (change an object between kubegc's read and write);
+   * unset in production.
+   */
+  intercept?: (req: InterceptedRequest) => Promise<void> | void;
+}
+
+export interface InterceptedRequest {
+  method: string;
+  path: string;
+  verb: string;
+  query?: RequestOptions['query'];
+  body?: unknown;
 }
 
 export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
@@ -76,6 +91,13 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Label for the request metric (LIST, GET, ...); defaults to the HTTP method. */
   verb?: string;
+  /**
+   * Checked after the rate limiter and before every attempt (retries
+   * included); throwing stops the request before it reaches the wire. The
+   * leader-election write guard lives here, so that no write waits in the
+   * token bucket or a Retry-After sleep and then leaves after the lease is gone.
+   */
+  beforeSend?: () => void;
 }
 
 const MAX_THROTTLE_RETRIES = 10;
@@ -207,6 +229,9 @@ export class KubeClient {
     const verb = o.verb ?? method;
     for (let attempt = 0; ; attempt++) {
       await this.bucket.take();
+      if (this.opts.intercept)
+        await this.opts.intercept({ method, path, verb, query: o.query, body: o.body });
+      o.beforeSend?.();
       let answer: Answer;
       try {
         answer = await this.exchange(method, path, { timeoutMs: this.opts.requestTimeoutMs, ...o });

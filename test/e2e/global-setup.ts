@@ -6,7 +6,11 @@ import { REPO_ROOT, up } from '../../cluster/controlplane.ts';
 export default async function globalSetup(): Promise<void> {
   const dir = process.env.KUBEGC_E2E_CLUSTER_DIR ?? path.join(REPO_ROOT, '.cluster-e2e');
   const started = Date.now();
-  const cluster = await up({ dir, log: (l) => process.stderr.write(`\ne2e cluster: ${l}`) });
+  const cluster = await up({
+    dir,
+    audit: true,
+    log: (l) => process.stderr.write(`\ne2e cluster: ${l}`),
+  });
   process.stderr.write(
     `\ne2e cluster: ${cluster.reused ? 'reused' : 'started'} ${cluster.server} in ${((Date.now() - started) / 1000).toFixed(1)}s\n`,
   );

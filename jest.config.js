@@ -31,7 +31,11 @@ export default {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/test/unit/**/*.test.ts'],
+      testMatch: [
+        '<rootDir>/src/**/*.test.ts',
+        '<rootDir>/test/unit/**/*.test.ts',
+        '<rootDir>/soak/**/*.test.ts',
+      ],
     },
     {
       ...common,

@@ -1,0 +1,268 @@
+// The oracle over synthetic histories: what must be flagged, and what must not
+// (including what a re-list gap leaves unknown).
+import { History, RevisionClock } from './history.ts';
+import type { KubeObject, OwnerReference, WatchEvent } from './kube.ts';
+import {
+  checkI1,
+  checkI2,
+  checkI3,
+  checkI5,
+  collections,
+  resolveDeletes,
+  type DeleteCall,
+} from './oracle.ts';
+import { resourceDef } from './resources.ts';
+
+const CM = resourceDef('configmaps');
+const GC = new Set(['kubegc']);
+
+function cm(
+  name: string,
+  uid: string,
+  rv: number,
+  o: { owners?: OwnerReference[]; deleting?: boolean; finalizers?: string[]; ns?: string } = {},
+): KubeObject {
+  return {
+    metadata: {
+      name,
+      namespace: o.ns ?? 'soak-a',
+      uid,
+      resourceVersion: String(rv),
+      ownerReferences: o.owners,
+      finalizers: o.finalizers,
+      deletionTimestamp: o.deleting ? '2026-01-01T00:00:00Z' : undefined,
+    },
+  };
+}
+
+const ref = (name: string, uid: string, block = false): OwnerReference => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  name,
+  uid,
+  blockOwnerDeletion: block,
+});
+
+/** A history fed event by event, each seen at time = revision × 100 ms (a clock that follows). */
+class Scenario {
+  readonly history = new History();
+  readonly clock = new RevisionClock();
+  constructor(listRev = 1) {
+    this.history.list(CM, listRev, [], listRev * 100);
+    this.clock.probe(listRev * 100 - 1, listRev * 100, listRev);
+  }
+  ev(type: WatchEvent['type'], obj: KubeObject): this {
+    const rev = Number(obj.metadata.resourceVersion);
+    this.history.event(CM, { type, object: obj }, rev * 100 + 5);
+    this.clock.write(rev * 100 - 1, rev * 100 + 5, rev);
+    return this;
+  }
+  /** A probe of the current revision (the clock's upper bound after `t`). */
+  probe(t: number, rev: number): this {
+    this.clock.probe(t, t + 1, rev);
+    return this;
+  }
+  relist(rev: number, items: KubeObject[]): this {
+    this.history.list(CM, rev, items, rev * 100);
+    return this;
+  }
+}
+
+/** A DELETE of `name` received just before revision `rev` took effect and completed after. */
+function del(name: string, uid: string, rev: number, user = 'kubegc'): DeleteCall {
+  return {
+    auditID: `a-${name}-${rev}`,
+    user,
+    resource: 'configmaps',
+    group: '',
+    namespace: 'soak-a',
+    name,
+    uid,
+    policy: 'Background',
+    code: 200,
+    received: rev * 100 - 20,
+    completed: rev * 100 + 10,
+  };
+}
+
+describe('I1', () => {
+  test('flags a delete of a dependent whose owner exists and is not being deleted', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('DELETED', cm('dep', 'D', 12, { owners: [ref('owner', 'O')] }))
+      .probe(2000, 12);
+    const calls = [del('dep', 'D', 12)];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    expect(resolved[0]?.status).toBe('exact');
+    const v = checkI1(s.history, resolved, GC, calls);
+    expect(v).toHaveLength(1);
+    expect(v[0]?.object).toContain('soak-a/dep');
+    expect(v[0]?.summary).toContain('existed and was not being deleted');
+    expect(v[0]?.evidence.join('\n')).toContain('a-dep-12');
+  });
+
+  test('does not flag a delete after the owner is gone', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('DELETED', cm('owner', 'O', 12))
+      .ev('DELETED', cm('dep', 'D', 13, { owners: [ref('owner', 'O')] }))
+      .probe(2000, 13);
+    const calls = [del('dep', 'D', 13)];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    expect(checkI1(s.history, resolved, GC, calls)).toEqual([]);
+    const c = collections(s.history, resolved);
+    expect(c).toHaveLength(1);
+    expect(c[0]?.latencyMs).toBe(100);
+  });
+
+  test('does not flag when the owner is in foreground deletion; flags once it switched to Orphan', () => {
+    const build = (depDeletedAt: number): Scenario =>
+      new Scenario()
+        .ev('ADDED', cm('owner', 'O', 10))
+        .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O', true)] }))
+        .ev(
+          'MODIFIED',
+          cm('owner', 'O', 12, { deleting: true, finalizers: ['foregroundDeletion'] }),
+        )
+        .ev('MODIFIED', cm('owner', 'O', 14, { deleting: true, finalizers: ['orphan'] }))
+        .ev('DELETED', cm('dep', 'D', depDeletedAt, { owners: [ref('owner', 'O', true)] }))
+        .probe(3000, 20);
+    const before = build(13);
+    // Events out of revision order are fine for the history: segments are per object.
+    const calls13 = [del('dep', 'D', 13)];
+    expect(
+      checkI1(before.history, resolveDeletes(before.history, before.clock, calls13), GC, calls13),
+    ).toEqual([]);
+    const after = build(15);
+    const calls15 = [del('dep', 'D', 15)];
+    const v = checkI1(
+      after.history,
+      resolveDeletes(after.history, after.clock, calls15),
+      GC,
+      calls15,
+    );
+    expect(v).toHaveLength(1);
+    expect(v[0]?.summary).toContain('Orphan');
+  });
+
+  test('does not flag when a re-list gap leaves the owner state unknown', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }));
+    // The watch breaks after 11; the re-list at 20 no longer has the owner: it went somewhere in (11, 20].
+    s.relist(20, [cm('dep', 'D', 11, { owners: [ref('owner', 'O')] })]);
+    s.ev('DELETED', cm('dep', 'D', 21, { owners: [ref('owner', 'O')] })).probe(3000, 21);
+    expect(s.history.stateAt('O', 15).kind).toBe('unknown');
+    expect(s.history.stateAt('O', 11).kind).toBe('exists');
+    expect(s.history.stateAt('O', 20).kind).toBe('gone');
+    const calls = [del('dep', 'D', 21)];
+    expect(checkI1(s.history, resolveDeletes(s.history, s.clock, calls), GC, calls)).toEqual([]);
+    // ... while a delete inside the gap, with the owner unknown there, is not flagged either.
+    const s2 = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }));
+    s2.relist(20, []);
+    const calls2 = [del('dep', 'D', 15)];
+    const r2 = resolveDeletes(s2.history, s2.clock, calls2);
+    expect(r2[0]?.status).toBe('window');
+    expect(checkI1(s2.history, r2, GC, calls2)).toEqual([]);
+  });
+
+  test('a cross-namespace reference is no owner; a delete by another user is not the GC', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10, { ns: 'soak-b' }))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('DELETED', cm('dep', 'D', 12, { owners: [ref('owner', 'O')] }))
+      .ev('ADDED', cm('owner2', 'O2', 13))
+      .ev('ADDED', cm('dep2', 'D2', 14, { owners: [ref('owner2', 'O2')] }))
+      .ev('DELETED', cm('dep2', 'D2', 15, { owners: [ref('owner2', 'O2')] }))
+      .probe(3000, 15);
+    const calls = [del('dep', 'D', 12), del('dep2', 'D2', 15, 'soak')];
+    expect(checkI1(s.history, resolveDeletes(s.history, s.clock, calls), GC, calls)).toEqual([]);
+  });
+
+  test('a concurrent delete of the same object by someone else makes the attribution ambiguous', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('DELETED', cm('dep', 'D', 12, { owners: [ref('owner', 'O')] }))
+      .probe(2000, 12);
+    const calls = [del('dep', 'D', 12), del('dep', 'D', 12, 'soak')];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    expect(resolved[0]?.status).toBe('ambiguous');
+    expect(checkI1(s.history, resolved, GC, calls)).toEqual([]);
+  });
+});
+
+describe('I2 and I3', () => {
+  test('I2 flags an object whose owners are all gone; not one with a live owner', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('keep', 'K', 11))
+      .ev('ADDED', cm('dep', 'D', 12, { owners: [ref('owner', 'O')] }))
+      .ev('ADDED', cm('dep2', 'D2', 13, { owners: [ref('owner', 'O'), ref('keep', 'K')] }))
+      .ev('ADDED', cm('fake', 'F', 14, { owners: [ref('never', 'N')] }))
+      .ev('DELETED', cm('owner', 'O', 15));
+    const v = checkI2(s.history, { stoppedAt: 1600, checkedAt: 61_600 });
+    expect(v.map((x) => x.object).sort()).toEqual([
+      'configmaps soak-a/dep (uid D)',
+      'configmaps soak-a/fake (uid F)',
+    ]);
+  });
+
+  test('I3 flags a GC finalizer left and a dependent that still references its Orphan-deleted owner', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('ADDED', cm('ok', 'K', 12, { owners: [ref('owner', 'O')] }))
+      .ev('MODIFIED', cm('owner', 'O', 13, { deleting: true, finalizers: ['orphan'] }))
+      .ev('MODIFIED', cm('ok', 'K', 14))
+      .ev('DELETED', cm('owner', 'O', 15, { deleting: true, finalizers: ['orphan'] }))
+      .ev('ADDED', cm('stuck', 'S', 16, { deleting: true, finalizers: ['foregroundDeletion'] }));
+    const v = checkI3(s.history, [], GC, []);
+    expect(v.map((x) => `${x.object}: ${x.summary}`).sort()).toEqual([
+      expect.stringMatching(/soak-a\/dep .*still references ConfigMap owner/),
+      expect.stringMatching(/soak-a\/stuck .*foregroundDeletion/),
+    ]);
+  });
+
+  test('I3 flags the GC deleting a dependent whose only owner was deleted with Orphan', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('MODIFIED', cm('owner', 'O', 12, { deleting: true, finalizers: ['orphan'] }))
+      .ev('DELETED', cm('owner', 'O', 13, { deleting: true, finalizers: ['orphan'] }))
+      .ev('DELETED', cm('dep', 'D', 14, { owners: [ref('owner', 'O')] }))
+      .probe(3000, 14);
+    const calls = [del('dep', 'D', 14)];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    const v = checkI3(s.history, resolved, GC, calls);
+    expect(v).toHaveLength(1);
+    expect(v[0]?.summary).toContain('deleted with Orphan');
+    // The workload deleting it itself is fine.
+    const mine = [del('dep', 'D', 14, 'soak')];
+    expect(checkI3(s.history, resolveDeletes(s.history, s.clock, mine), GC, mine)).toEqual([]);
+  });
+});
+
+describe('I5', () => {
+  test('flags RSS growth above 10% within one lifetime and unexplained exits', () => {
+    const mb = 1048576;
+    const v = checkI5(
+      [
+        { process: 'r0', pid: 1, quiet: 0, at: 1, rssBytes: 100 * mb },
+        { process: 'r0', pid: 1, quiet: 1, at: 2, rssBytes: 105 * mb },
+        { process: 'r0', pid: 1, quiet: 2, at: 3, rssBytes: 120 * mb },
+        { process: 'r1', pid: 2, quiet: 0, at: 1, rssBytes: 100 * mb },
+        { process: 'r1', pid: 3, quiet: 1, at: 2, rssBytes: 200 * mb },
+      ],
+      [
+        { process: 'r1', pid: 2, at: 1, code: null, signal: 'SIGKILL', cause: 'gc-kill' },
+        { process: 'r2', pid: 4, at: 1, code: 1, signal: null, cause: undefined },
+      ],
+    );
+    expect(v.map((x) => x.object)).toEqual(['r0 pid 1', 'r2 pid 4']);
+  });
+});

@@ -52,7 +52,9 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
     }),
     getMeta: jest.fn((_r: ResourceInfo, _ns: string | undefined, name: string) => {
       gets.push(name);
-      return Promise.resolve(objects.get(name));
+      const live = objects.get(name);
+      // A copy, as a real read returns: later writes by others must not show through it.
+      return Promise.resolve(live && structuredClone(live));
     }),
     delete: jest.fn(
       (_r: ResourceInfo, meta: ObjectMeta, policy: DeletionPropagation, withRv: boolean) => {
@@ -74,7 +76,33 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
       },
     ),
   };
-  return { api: api as unknown as GcApi, gets, deletes, removed };
+  const unblocks: { name: string; resourceVersion: string | undefined }[] = [];
+  /** Runs right before an unblock PATCH or a DELETE reaches the "server": a concurrent writer. */
+  const before: { unblock?: () => void; delete?: () => void } = {};
+  Object.assign(api, {
+    unblockOwnerReferences: jest.fn((_r: ResourceInfo, meta: ObjectMeta) => {
+      before.unblock?.();
+      unblocks.push({ name: meta.name, resourceVersion: meta.resourceVersion });
+      const live = objects.get(meta.name);
+      if (!live || live.uid !== meta.uid) return Promise.resolve({ outcome: 'gone' as const });
+      if (live.resourceVersion !== meta.resourceVersion)
+        return Promise.resolve({ outcome: 'conflict' as const });
+      live.ownerReferences = (live.ownerReferences ?? []).map((r) => ({
+        ...r,
+        blockOwnerDeletion: false,
+      }));
+      live.resourceVersion = String(Number(live.resourceVersion) + 1);
+      return Promise.resolve({ outcome: 'patched' as const, meta: { ...live } });
+    }),
+  });
+  const del = api.delete;
+  api.delete = jest.fn(
+    (r: ResourceInfo, meta: ObjectMeta, policy: DeletionPropagation, withRv: boolean) => {
+      before.delete?.();
+      return del(r, meta, policy, withRv);
+    },
+  );
+  return { api: api as unknown as GcApi, gets, deletes, removed, unblocks, before };
 }
 
 function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean } = {}) {
@@ -153,7 +181,12 @@ test('owner observed in foreground deletion: a leaf is deleted Background and a 
     resourceVersion: '9',
     ownerReferences: [{ ...ownerRef('m'), name: 'middle' }],
   };
-  const objects = new Map([
+  const deleting = {
+    deletionTimestamp: '2024-01-01T00:00:00Z',
+    finalizers: ['foregroundDeletion'],
+  };
+  const objects = new Map<string, ObjectMeta>([
+    ['cm-o', { ...owner, ...deleting }],
     ['middle', { ...middle }],
     ['leaf', { ...leaf }],
   ]);
@@ -169,14 +202,13 @@ test('owner observed in foreground deletion: a leaf is deleted Background and a 
   expect(t.queued).toEqual(['m', 'o']);
 
   await attemptToDelete(t.ctx, 'm');
-  t.observe({
-    ...middle,
-    deletionTimestamp: '2024-01-01T00:00:00Z',
-    finalizers: ['foregroundDeletion'],
-  });
+  objects.set('middle', { ...middle, ...deleting });
+  t.observe({ ...middle, ...deleting });
   await attemptToDelete(t.ctx, 'l');
 
-  expect(t.gets).toEqual([]);
+  // Only the owners the graph shows waiting are read live (the informers may
+  // lag a switch to Orphan); the dependents themselves are not.
+  expect(t.gets).toEqual(['cm-o', 'middle']);
   expect(t.deletes.map((d) => [d.name, d.policy, d.resourceVersion])).toEqual([
     ['middle', 'Foreground', '8'],
     ['leaf', 'Background', '9'],
@@ -266,4 +298,172 @@ test('dry run never decides on the graph copy', async () => {
   expect(t.gets).toEqual(['dep']);
   expect(t.deletes).toEqual([]);
   expect(objects.has('dep')).toBe(true);
+});
+
+// Issue 10, item 1: the cycle breaker must not carry a stale decision through a conflict.
+describe('breaking a cycle (unblock, then Foreground DELETE)', () => {
+  // A (owner) in foreground deletion; X references A and has a dependent Y
+  // that is itself deleting its dependents: X is to be unblocked and deleted.
+  const a: ObjectMeta = { uid: 'a', name: 'cm-a', namespace: 'ns', resourceVersion: '1' };
+  const b: ObjectMeta = { uid: 'b', name: 'cm-b', namespace: 'ns', resourceVersion: '2' };
+  const x: ObjectMeta = {
+    uid: 'x',
+    name: 'cm-x',
+    namespace: 'ns',
+    resourceVersion: '10',
+    ownerReferences: [{ ...ownerRef('a'), blockOwnerDeletion: true }],
+  };
+  const y: ObjectMeta = {
+    uid: 'y',
+    name: 'cm-y',
+    namespace: 'ns',
+    resourceVersion: '11',
+    ownerReferences: [{ ...ownerRef('x'), blockOwnerDeletion: true }],
+  };
+  const deleting = {
+    deletionTimestamp: '2024-01-01T00:00:00Z',
+    finalizers: ['foregroundDeletion'],
+  };
+
+  function cycle() {
+    const objects = new Map<string, ObjectMeta>([
+      ['cm-a', { ...a, ...deleting }],
+      ['cm-b', { ...b }],
+      ['cm-x', structuredClone(x)],
+      ['cm-y', { ...y, ...deleting }],
+    ]);
+    const t = setup(objects);
+    for (const m of [a, b, x, y]) t.observe(m);
+    t.observe({ ...y, ...deleting });
+    t.observe({ ...a, ...deleting });
+    /** A controller gives X a second, live owner B (a new resourceVersion). */
+    const adopt = (): void => {
+      const live = objects.get('cm-x');
+      if (!live || live.ownerReferences?.some((r) => r.uid === 'b')) return;
+      live.ownerReferences = [...(live.ownerReferences ?? []), ownerRef('b')];
+      live.resourceVersion = String(Number(live.resourceVersion) + 1);
+    };
+    return { t, objects, adopt };
+  }
+
+  test('with nothing in between: PATCH at the read version, DELETE at the version the PATCH returned', async () => {
+    const { t, objects } = cycle();
+    await attemptToDelete(t.ctx, 'x');
+    expect(t.unblocks).toEqual([{ name: 'cm-x', resourceVersion: '10' }]);
+    expect(t.deletes).toEqual([
+      expect.objectContaining({
+        name: 'cm-x',
+        policy: 'Foreground',
+        resourceVersion: '11',
+        withResourceVersion: true,
+      }),
+    ]);
+    expect(objects.has('cm-x')).toBe(false);
+  });
+
+  test('a live owner added before the PATCH (409): decided again, X kept with only its live owner', async () => {
+    const { t, objects, adopt } = cycle();
+    t.before.unblock = adopt;
+    await attemptToDelete(t.ctx, 'x');
+    expect(t.deletes).toEqual([]);
+    expect(objects.get('cm-x')?.ownerReferences?.map((r) => r.uid)).toEqual(['a', 'b']);
+    expect(t.queued).toContain('x');
+    // Decided again: B is solid, so only the waiting owner's reference goes.
+    t.before.unblock = undefined;
+    await attemptToDelete(t.ctx, 'x');
+    expect(t.deletes).toEqual([]);
+    expect(t.removed).toEqual([['a']]);
+    expect(objects.has('cm-x')).toBe(true);
+  });
+
+  test('a live owner added between the PATCH and the DELETE (409 on the DELETE): X kept', async () => {
+    const { t, objects, adopt } = cycle();
+    t.before.delete = adopt;
+    await attemptToDelete(t.ctx, 'x');
+    expect(t.deletes).toHaveLength(1);
+    expect(objects.has('cm-x')).toBe(true);
+    expect(t.queued).toContain('x');
+  });
+
+  test('only blockOwnerDeletion changed before the PATCH: the PATCH is retried on the fresh version', async () => {
+    const { t, objects } = cycle();
+    t.before.unblock = () => {
+      t.before.unblock = undefined;
+      const live = objects.get('cm-x');
+      if (!live) return;
+      live.ownerReferences = [{ ...ownerRef('a'), blockOwnerDeletion: false }];
+      live.resourceVersion = '15';
+    };
+    await attemptToDelete(t.ctx, 'x');
+    expect(t.unblocks.map((u) => u.resourceVersion)).toEqual(['10', '15']);
+    expect(objects.has('cm-x')).toBe(false);
+  });
+});
+
+// Issue 10, item 5: the graph can lag a switch from Foreground to Orphan.
+test('an owner the graph shows waiting but the API server shows with the orphan finalizer: the dependent is not deleted', async () => {
+  const objects = new Map<string, ObjectMeta>([
+    ['dep', { ...dependent }],
+    // A second DELETE (Orphan) already replaced foregroundDeletion; the informer has not said so.
+    ['cm-o', { ...owner, deletionTimestamp: '2024-01-01T00:00:00Z', finalizers: ['orphan'] }],
+  ]);
+  const t = setup(objects);
+  t.observe(owner);
+  t.observe(dependent);
+  t.observe({
+    ...owner,
+    deletionTimestamp: '2024-01-01T00:00:00Z',
+    finalizers: ['foregroundDeletion'],
+  });
+
+  await attemptToDelete(t.ctx, 'd');
+
+  expect(t.deletes).toEqual([]);
+  expect(objects.has('dep')).toBe(true);
+});
+
+// Issue 10, item 7: an observed live node wins over the absent-owner cache.
+test('an owner recorded absent but observed alive again: read live, the dependent kept', async () => {
+  const objects = new Map<string, ObjectMeta>([
+    ['dep', { ...dependent }],
+    ['cm-o', { ...owner }],
+  ]);
+  const t = setup(objects);
+  // Recorded absent (a 404 during an inconsistent read, an etcd restore)...
+  t.absent.add(coordinatesKey('v1', 'ConfigMap', 'ns', 'cm-o', 'o'));
+  // ...and then observed by the informers.
+  t.observe(owner);
+  t.observe(dependent);
+
+  await attemptToDelete(t.ctx, 'd');
+
+  expect(t.deletes).toEqual([]);
+  expect(t.gets).toContain('cm-o');
+  expect(objects.has('dep')).toBe(true);
+  expect(t.absent.has(coordinatesKey('v1', 'ConfigMap', 'ns', 'cm-o', 'o'))).toBe(false);
+});
+
+// Issue 10, item 3: a 404 on the graph-copy DELETE updates the graph.
+test('the graph-copy DELETE finds the object gone (404): the graph learns it and its dependents are queued', async () => {
+  const child: ObjectMeta = {
+    uid: 'c',
+    name: 'child',
+    namespace: 'ns',
+    resourceVersion: '9',
+    ownerReferences: [{ ...ownerRef('d'), name: 'dep' }],
+  };
+  // "dep" is already gone from the API server; its informer missed the delete.
+  const objects = new Map<string, ObjectMeta>([['child', { ...child }]]);
+  const t = setup(objects);
+  t.observe(owner);
+  t.observe(dependent);
+  t.observe(child);
+  t.observeDelete(owner);
+  t.queued.length = 0;
+
+  await attemptToDelete(t.ctx, 'd');
+
+  expect(t.deletes.map((d) => d.name)).toEqual(['dep']);
+  expect(t.graph.has('d')).toBe(false);
+  expect(t.queued).toEqual(['c']);
 });

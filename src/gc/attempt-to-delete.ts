@@ -4,6 +4,7 @@
 import { ApiError } from '../api/client.ts';
 import {
   groupResource,
+  groupVersion,
   type ObjectMeta,
   type OwnerReference,
   type ResourceInfo,
@@ -23,6 +24,7 @@ import {
   classifyLookup,
   decide,
   decideDeletingDependents,
+  onlyBlockOwnerDeletionChanged,
   sameOwnerReferences,
   type ClassifiedOwner,
   type DeletionPropagation,
@@ -189,16 +191,35 @@ async function deleteFromGraphCopy(
     if (!known) return undefined;
     owners.push(known);
   }
+  // The graph shows an owner as the informers last saw it, which can lag the
+  // API server by seconds: an owner switched from Foreground to Orphan (a
+  // second DELETE) still looks "waiting" here. Upstream's window is one GET;
+  // ours would be the informer's lag. So an owner the graph shows waiting is
+  // read live before its dependent is deleted (a dangling one needs no read:
+  // the cache holds only observed deletes and live 404s, and a gone owner
+  // does not come back under its UID).
+  for (let i = 0; i < owners.length; i++) {
+    const o = owners[i];
+    if (o?.state !== 'waiting') continue;
+    let fresh: ClassifiedOwner;
+    try {
+      fresh = await classifyOwner(ctx, copy, o.ref);
+    } catch {
+      return undefined; // the live path reports what went wrong
+    }
+    if (fresh.state !== 'waiting' && fresh.state !== 'dangling') return undefined;
+    owners[i] = fresh;
+  }
   const decision = decide({ live: copy, owners, dependents: snap.dependents });
   if (decision.action !== 'delete' || decision.unblockOwnerReferences) return undefined;
   const outcome = await ctx.api.delete(resource, copy, decision.policy, true);
   if (outcome === 'conflict') return undefined;
-  if (outcome === 'deleted')
-    reportDeleted(ctx, resource, decisionFields(resource, copy, decision.reason, owners), {
-      policy: decision.policy,
-      owners,
-      fromGraph: true,
-    });
+  if (outcome === 'gone') return learnGone(ctx, resource, copy);
+  reportDeleted(ctx, resource, decisionFields(resource, copy, decision.reason, owners), {
+    policy: decision.policy,
+    owners,
+    fromGraph: true,
+  });
   return done;
 }
 
@@ -208,6 +229,15 @@ function knownAbsent(
   dependentNamespace: string,
   ref: OwnerReference,
 ): ClassifiedOwner | undefined {
+  // An owner the informers observe alive wins over the cache: a UID recorded
+  // absent can come back (an etcd restore, an aggregated API that answered
+  // 404 for a while). Its entries are dropped and the owner is read live.
+  const observed = ctx.graph.get(ref.uid);
+  if (observed && !observed.virtual && refNamesOwner(ref, observed, dependentNamespace)) {
+    for (const ns of ['', dependentNamespace])
+      ctx.absent.delete(coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid));
+    return undefined;
+  }
   // A cluster-scoped key, then one in the dependent's namespace.
   for (const ns of ['', dependentNamespace]) {
     const since = ctx.absent.goneSince(
@@ -418,13 +448,13 @@ async function deleteObject(
     ctx.metrics?.deletion?.(groupResource(resource), policy, true);
     return done;
   }
-  if (unblock && !(await ctx.api.unblockOwnerReferences(resource, live))) return done;
-  let outcome = await ctx.api.delete(resource, live, policy, !unblock);
+  if (unblock) return unblockThenDelete(ctx, resource, live, policy, fields, owners);
+  let outcome = await ctx.api.delete(resource, live, policy, true);
   if (outcome === 'conflict') {
     // Changed since the read. Retry without resourceVersion only if the owner
     // references are unchanged (upstream #114603); otherwise decide again.
     const fresh = await ctx.api.getMeta(resource, live.namespace, live.name);
-    if (!fresh || fresh.uid !== live.uid) return done;
+    if (!fresh || fresh.uid !== live.uid) return learnGone(ctx, resource, live);
     if (!sameOwnerReferences(fresh.ownerReferences, live.ownerReferences)) {
       ctx.enqueueDelete(live.uid);
       return done;
@@ -432,8 +462,76 @@ async function deleteObject(
     outcome = await ctx.api.delete(resource, fresh, policy, false);
     if (outcome === 'conflict') return requeue();
   }
-  if (outcome === 'deleted')
-    reportDeleted(ctx, resource, fields, { policy, owners, fromGraph: false });
+  if (outcome === 'gone') return learnGone(ctx, resource, live);
+  reportDeleted(ctx, resource, fields, { policy, owners, fromGraph: false });
+  return done;
+}
+
+/**
+ * The cycle breaker: set the object's own references' blockOwnerDeletion to
+ * false, then DELETE it (Foreground). Both writes are guarded by the version
+ * decided on: the PATCH by the resourceVersion read, the DELETE by the one the
+ * PATCH returned. A 409 on the PATCH is retried only when nothing but
+ * blockOwnerDeletion changed (nothing the decision rests on); any other
+ * change, or a 409 on the DELETE, means the object must be decided again (a
+ * controller may have given it a live owner meanwhile).
+ */
+async function unblockThenDelete(
+  ctx: GcContext,
+  resource: ResourceInfo,
+  live: ObjectMeta,
+  policy: DeletionPropagation,
+  fields: Record<string, unknown>,
+  owners: ClassifiedOwner[],
+): Promise<ProcessResult> {
+  let current = live;
+  for (let attempt = 0; ; attempt++) {
+    const u = await ctx.api.unblockOwnerReferences(resource, current);
+    if (u.outcome === 'gone') return learnGone(ctx, resource, live);
+    if (u.outcome === 'patched') {
+      current = u.meta;
+      break;
+    }
+    const fresh = await ctx.api.getMeta(resource, live.namespace, live.name);
+    if (!fresh || fresh.uid !== live.uid) return learnGone(ctx, resource, live);
+    if (attempt >= 4 || !onlyBlockOwnerDeletionChanged(live, fresh)) {
+      ctx.log.debug('object changed while breaking a cycle; deciding again', {
+        uid: live.uid,
+        name: live.name,
+      });
+      ctx.enqueueDelete(live.uid);
+      return done;
+    }
+    current = fresh;
+  }
+  const outcome = await ctx.api.delete(resource, current, policy, true);
+  if (outcome === 'conflict') {
+    ctx.enqueueDelete(live.uid);
+    return done;
+  }
+  if (outcome === 'gone') return learnGone(ctx, resource, live);
+  reportDeleted(ctx, resource, fields, { policy, owners, fromGraph: false });
+  return done;
+}
+
+/**
+ * A DELETE or PATCH answered 404 (or the name now holds another UID): the
+ * object decided on no longer exists. The graph must learn it even if its
+ * informer missed the event (a replaced informer, a compacted watch), or
+ * its dependents would wait for a delete event that never comes.
+ */
+function learnGone(ctx: GcContext, resource: ResourceInfo, meta: ObjectMeta): ProcessResult {
+  const node = ctx.graph.get(meta.uid);
+  ctx.pushGraphEvent({
+    type: 'virtualDelete',
+    identity: {
+      apiVersion: node?.apiVersion ?? groupVersion(resource),
+      kind: node?.kind ?? resource.kind,
+      namespace: resource.namespaced ? (meta.namespace ?? '') : '',
+      name: meta.name,
+      uid: meta.uid,
+    },
+  });
   return done;
 }
 

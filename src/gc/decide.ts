@@ -142,3 +142,20 @@ export function sameOwnerReferences(
   const kb = b.map(key).sort();
   return ka.every((k, i) => k === kb[i]);
 }
+
+/**
+ * Whether `after` differs from `before` in nothing a delete decision rests
+ * on: the same owner references (blockOwnerDeletion aside), the same
+ * deletion state and finalizers. Then the cycle breaker's decision stands
+ * and its PATCH may be retried on the fresh version.
+ */
+export function onlyBlockOwnerDeletionChanged(before: ObjectMeta, after: ObjectMeta): boolean {
+  const unblocked = (refs: readonly OwnerReference[] = []): OwnerReference[] =>
+    refs.map((r) => ({ ...r, blockOwnerDeletion: false }));
+  const finalizers = (m: ObjectMeta): string => [...(m.finalizers ?? [])].sort().join(',');
+  return (
+    sameOwnerReferences(unblocked(before.ownerReferences), unblocked(after.ownerReferences)) &&
+    (before.deletionTimestamp === undefined) === (after.deletionTimestamp === undefined) &&
+    finalizers(before) === finalizers(after)
+  );
+}

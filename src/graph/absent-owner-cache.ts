@@ -21,6 +21,11 @@ export class AbsentOwnerCache {
     }
   }
 
+  /** Forgets an owner: it was observed alive after all. */
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
   has(key: string): boolean {
     return this.goneSince(key) !== undefined;
   }

@@ -190,3 +190,21 @@ test('DISABLE_HTTP2 (as client-go reads it) keeps requests on HTTP/1.1', async (
     delete process.env.DISABLE_HTTP2;
   }
 });
+
+test('an exception thrown by a watch line handler rejects the stream instead of escaping', async () => {
+  await withServer(
+    true,
+    async (client) => {
+      const lines: string[] = [];
+      const err = await client
+        .stream('/api/v1/configmaps', { query: { watch: true } }, (line) => {
+          lines.push(line);
+          throw new Error(`cannot handle ${line}`);
+        })
+        .catch((e: unknown) => e);
+      expect(err).toEqual(new Error('cannot handle {"n":1}'));
+      expect(lines).toEqual(['{"n":1}']);
+    },
+    () => ({ status: 200, body: '{"n":1}\n{"n":2}\n' }),
+  );
+});

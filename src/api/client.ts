@@ -19,6 +19,15 @@ export interface ClientOptions {
   burst: number;
   /** Timeout of one non-watch request. */
   requestTimeoutMs: number;
+  /**
+   * HTTP/2 health check, as client-go's (golang.org/x/net/http2 Transport's
+   * ReadIdleTimeout and PingTimeout): when nothing has arrived on the
+   * connection for `http2ReadIdleTimeoutMs`, send a PING; without its ack
+   * within `http2PingTimeoutMs`, drop the connection (its requests fail) and
+   * open a new one for the next request.
+   */
+  http2ReadIdleTimeoutMs: number;
+  http2PingTimeoutMs: number;
   userAgent: string;
   /** Called after every request with its verb and HTTP status (0: no response). */
   onRequest?: (verb: string, status: number) => void;
@@ -43,6 +52,8 @@ export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
   qps: 500,
   burst: 1000,
   requestTimeoutMs: 30_000,
+  http2ReadIdleTimeoutMs: 30_000,
+  http2PingTimeoutMs: 15_000,
   userAgent: 'kubegc',
 };
 
@@ -139,7 +150,11 @@ export class KubeClient {
     this.agent = make(128);
     this.watchAgent = make(Infinity);
     const disabled = ['1', 'true', 'yes'].includes((process.env.DISABLE_HTTP2 ?? '').toLowerCase());
-    if (secure && !disabled) this.h2 = new Http2Connection(this.server.origin, tls);
+    if (secure && !disabled)
+      this.h2 = new Http2Connection(this.server.origin, tls, {
+        readIdleTimeoutMs: opts.http2ReadIdleTimeoutMs,
+        pingTimeoutMs: opts.http2PingTimeoutMs,
+      });
   }
 
   /** Whether requests currently go over HTTP/2 (for tests and the start-up log). */
@@ -287,7 +302,9 @@ export class KubeClient {
 
   /**
    * Opens a watch stream and calls `onLine` for each JSON line until the stream
-   * ends (resolves), fails (rejects) or `signal` aborts (resolves).
+   * ends (resolves), fails (rejects) or `signal` aborts (resolves). An
+   * exception thrown by `onLine` ends the stream and rejects with it; no line
+   * is delivered after `signal` has aborted.
    */
   async stream(path: string, o: RequestOptions, onLine: (line: string) => void): Promise<void> {
     await this.bucket.take();
@@ -306,14 +323,27 @@ export class KubeClient {
     res.socket?.setKeepAlive(true, 30_000);
     await new Promise<void>((resolve, reject) => {
       let buffered = '';
+      let failed = false;
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
+        if (failed) return;
         buffered += chunk;
         let nl: number;
         while ((nl = buffered.indexOf('\n')) !== -1) {
+          if (o.signal?.aborted) return;
           const line = buffered.slice(0, nl);
           buffered = buffered.slice(nl + 1);
-          if (line.trim()) onLine(line);
+          if (!line.trim()) continue;
+          try {
+            onLine(line);
+          } catch (err) {
+            // Never let it escape: thrown in an event listener, it would end the
+            // process. Reject first: destroying the response reports 'aborted'.
+            failed = true;
+            reject(err);
+            res.destroy();
+            return;
+          }
         }
       });
       res.on('end', () => resolve());
@@ -337,24 +367,90 @@ interface Answer {
   text: string;
 }
 
+interface Http2HealthOptions {
+  readIdleTimeoutMs: number;
+  pingTimeoutMs: number;
+}
+
 /**
  * One HTTP/2 session to the API server, opened on first use and again after
- * it closes (GOAWAY, a restarted server, a network error). Many requests share
- * it as streams, so its cost per request is a fraction of a request's own
- * socket bookkeeping under node:https.
+ * it closes (GOAWAY, a restarted server, a network error) or fails its health
+ * check. Many requests share it as streams, so its cost per request is a
+ * fraction of a request's own socket bookkeeping under node:https.
  */
 class Http2Connection {
   private readonly origin: string;
   private readonly tls: https.AgentOptions;
+  private readonly health: Http2HealthOptions;
   private session: http2.ClientHttp2Session | undefined;
+  /** When each session last received anything (a frame we can observe, a PING ack). */
+  private readonly lastRead = new WeakMap<http2.ClientHttp2Session, number>();
   /** The server answered the TLS handshake without offering h2 (ALPN). */
   unsupported = false;
   /** Streams in flight: an idle session must not keep the process alive (like idle keep-alive sockets). */
   private active = 0;
 
-  constructor(origin: string, tls: https.AgentOptions) {
+  constructor(origin: string, tls: https.AgentOptions, health: Http2HealthOptions) {
     this.origin = origin;
     this.tls = tls;
+    this.health = health;
+  }
+
+  private noteRead(s: http2.ClientHttp2Session): void {
+    this.lastRead.set(s, Date.now());
+  }
+
+  /**
+   * client-go's HTTP/2 health check (ReadIdleTimeout / PingTimeout of
+   * golang.org/x/net/http2): a session that has received nothing for
+   * readIdleTimeout is sent a PING; no ack within pingTimeout and it is
+   * destroyed, failing its streams at once instead of after minutes of TCP
+   * retransmissions to a frozen peer. Its timer never keeps the process alive.
+   */
+  private watchHealth(s: http2.ClientHttp2Session): void {
+    const { readIdleTimeoutMs, pingTimeoutMs } = this.health;
+    let timer: NodeJS.Timeout | undefined;
+    const schedule = (ms: number, fn: () => void): void => {
+      timer = setTimeout(fn, Math.max(ms, 0));
+      timer.unref();
+    };
+    const check = (): void => {
+      if (s.closed || s.destroyed) return;
+      const idle = Date.now() - (this.lastRead.get(s) ?? 0);
+      if (idle < readIdleTimeoutMs) {
+        schedule(readIdleTimeoutMs - idle, check);
+        return;
+      }
+      let acked = false;
+      const sent = s.ping((err) => {
+        acked = true;
+        clearTimeout(timer);
+        if (s.destroyed) return; // the PING was cancelled: the session is gone anyway
+        if (!err) this.noteRead(s);
+        schedule(readIdleTimeoutMs, check);
+      });
+      if (!sent) {
+        schedule(readIdleTimeoutMs, check); // too many PINGs in flight; look again later
+        return;
+      }
+      schedule(pingTimeoutMs, () => {
+        if (acked || s.destroyed) return;
+        const seconds = pingTimeoutMs / 1000;
+        s.destroy(
+          new Error(
+            `HTTP/2 connection to ${this.origin} failed its health check: no PING ack within ${seconds}s`,
+          ),
+        );
+      });
+    };
+    s.once('connect', () => {
+      this.noteRead(s);
+      schedule(readIdleTimeoutMs, check);
+    });
+    s.once('close', () => clearTimeout(timer));
+    // Frames node:http2 tells us about; responses and data are noted per stream.
+    for (const event of ['ping', 'remoteSettings', 'altsvc', 'origin'] as const)
+      s.on(event, () => this.noteRead(s));
   }
 
   private open(): http2.ClientHttp2Session {
@@ -377,6 +473,7 @@ class Http2Connection {
     };
     s.on('close', forget);
     s.on('goaway', forget);
+    this.watchHealth(s);
     if (this.active === 0) s.unref();
     this.session = s;
     return s;
@@ -417,11 +514,17 @@ class Http2Connection {
         });
       }
       req.on('response', (h) => {
+        this.noteRead(session);
         status = Number(h[':status'] ?? 0);
         const ra = h['retry-after'];
         retryAfter = typeof ra === 'string' ? ra : undefined;
       });
-      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('data', (c: Buffer) => {
+        this.noteRead(session);
+        chunks.push(c);
+      });
+      req.on('headers', () => this.noteRead(session));
+      req.on('trailers', () => this.noteRead(session));
       req.on('error', (err: Error) => {
         failure ??= err;
       });

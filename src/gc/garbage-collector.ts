@@ -55,6 +55,8 @@ export interface GarbageCollectorMetrics extends GcMetricsHooks {
   workqueue?: WorkQueueMetrics;
   graphChanges?: GraphChangeMetrics;
   discoveryError?(group: string): void;
+  /** A watch line of this group-resource was not a JSON event. */
+  malformedWatchEvent?(groupResource: string): void;
 }
 
 export class GarbageCollector {
@@ -263,7 +265,13 @@ export class GarbageCollector {
         r,
         (e) => this.propagator.push(e),
         this.log,
-        this.opts.informer,
+        {
+          ...this.opts.informer,
+          onMalformedWatchEvent: (gr) => {
+            this.opts.informer?.onMalformedWatchEvent?.(gr);
+            this.metrics.malformedWatchEvent?.(gr);
+          },
+        },
       );
       this.informers.set(key, informer);
       informer.start();

@@ -1,5 +1,10 @@
-import type { ObjectMeta } from '../api/resources.ts';
-import { trimMeta } from './metadata-informer.ts';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as k8s from '@kubernetes/client-node';
+import { KubeClient } from '../api/client.ts';
+import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
+import { createLogger } from '../log.ts';
+import { MetadataInformer, trimMeta, type InformerEvent } from './metadata-informer.ts';
 
 type Raw = Parameters<typeof trimMeta>[0];
 
@@ -57,4 +62,97 @@ describe('trimMeta', () => {
   ])('%s → undefined', (_name, raw) => {
     expect(trimMeta(raw)).toBeUndefined();
   });
+});
+
+describe('MetadataInformer watch', () => {
+  const configmaps: ResourceInfo = {
+    group: '',
+    version: 'v1',
+    resource: 'configmaps',
+    kind: 'ConfigMap',
+    namespaced: true,
+    verbs: ['list', 'watch', 'delete'],
+  };
+  const added = (uid: string, rv: string): string =>
+    `${JSON.stringify({
+      type: 'ADDED',
+      object: { metadata: { uid, name: uid, namespace: 'ns', resourceVersion: rv } },
+    })}\n`;
+
+  test('a malformed watch line is logged, counted and the watch resumes from the last good resourceVersion', async () => {
+    const watches: URLSearchParams[] = [];
+    const server = http.createServer((req, res) => {
+      const q = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (q.get('watch') !== 'true') {
+        res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+        return;
+      }
+      watches.push(q);
+      // Both watches stay open: only the informer itself can end the first one.
+      if (watches.length === 1) res.write(`${added('a', '11')}{not json\n`);
+      else res.write(added('b', '12'));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const kc = new k8s.KubeConfig();
+    kc.loadFromOptions({
+      clusters: [
+        {
+          name: 'c',
+          server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+          skipTLSVerify: true,
+        },
+      ],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const client = await KubeClient.create(kc, { qps: 0, burst: 1 });
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown): void => void uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    const logged: { level: string; msg: string; resource?: string; line?: string }[] = [];
+    const log = createLogger('warn', (l) => void logged.push(JSON.parse(l)));
+    const malformed: string[] = [];
+    const events: InformerEvent[] = [];
+    let twoEvents: () => void = () => undefined;
+    const gotTwo = new Promise<void>((r) => (twoEvents = r));
+    const informer = new MetadataInformer(
+      client,
+      configmaps,
+      (e) => {
+        events.push(e);
+        if (events.length === 2) twoEvents();
+      },
+      log,
+      { onMalformedWatchEvent: (gr) => malformed.push(gr) },
+    );
+    let deadline: NodeJS.Timeout | undefined;
+    try {
+      informer.start();
+      await Promise.race([
+        gotTwo,
+        new Promise((_, reject) => {
+          deadline = setTimeout(() => reject(new Error('no second watch event within 5 s')), 5000);
+        }),
+      ]);
+      expect(uncaught).toEqual([]);
+      expect(events.map((e) => [e.type, e.meta.uid])).toEqual([
+        ['upsert', 'a'],
+        ['upsert', 'b'],
+      ]);
+      expect(malformed).toEqual(['configmaps']);
+      expect(watches.map((q) => q.get('resourceVersion'))).toEqual(['10', '11']);
+      expect(logged).toContainEqual(
+        expect.objectContaining({ level: 'warn', resource: 'configmaps', line: '{not json' }),
+      );
+    } finally {
+      clearTimeout(deadline);
+      process.off('uncaughtException', onUncaught);
+      await informer.stop();
+      client.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }, 15_000);
 });

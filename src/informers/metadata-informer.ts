@@ -6,6 +6,7 @@
 import { ApiError, METADATA_ACCEPT, METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
 import {
   collectionPath,
+  groupResource,
   type ObjectMeta,
   type OwnerReference,
   type ResourceInfo,
@@ -23,6 +24,11 @@ export interface InformerOptions {
   /** A stream silent this long past its timeout is restarted. */
   watchdogGraceMs: number;
   maxBackoffMs: number;
+  /**
+   * Called for each watch line that is not a JSON event (the watch then
+   * restarts from the last good resourceVersion); for the metrics.
+   */
+  onMalformedWatchEvent?: (groupResource: string) => void;
 }
 
 export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
@@ -220,6 +226,22 @@ export class MetadataInformer {
     return rv;
   }
 
+  /**
+   * A line that is no JSON event (a proxy's error page, a truncated write):
+   * skip it and what follows it on this stream, and watch again from the last
+   * event that was understood, as client-go's reflector does after a decode error.
+   */
+  private malformed(line: string): void {
+    this.lastError = 'malformed watch event';
+    this.log.warn('malformed watch event; watching again from the last good resourceVersion', {
+      resource: this.resource.resource,
+      group: this.resource.group,
+      resourceVersion: this.resourceVersion,
+      line: line.slice(0, 200),
+    });
+    this.opts.onMalformedWatchEvent?.(groupResource(this.resource));
+  }
+
   private async watch(fromVersion: string): Promise<void> {
     const timeoutSec = Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random()));
     const abort = new AbortController();
@@ -259,10 +281,20 @@ export class MetadataInformer {
         (line) => {
           this.lastActivity = Date.now();
           if (gone) return;
-          const ev = JSON.parse(line) as {
-            type: string;
+          let ev: {
+            type?: string;
             object?: { metadata?: RawMeta; code?: number; message?: string };
-          };
+          } | null;
+          try {
+            ev = JSON.parse(line) as typeof ev;
+          } catch {
+            ev = null;
+          }
+          if (typeof ev !== 'object' || ev === null) {
+            this.malformed(line);
+            abort.abort();
+            return;
+          }
           const obj = ev.object;
           switch (ev.type) {
             case 'ADDED':

@@ -140,6 +140,12 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
     labelNames: ['verb', 'code'],
     registers: r,
   });
+  const malformedWatchEvents = new Counter({
+    name: 'kubegc_watch_malformed_events_total',
+    help: 'Watch stream lines that were not a JSON event (each restarts that watch)',
+    labelNames: ['resource'],
+    registers: r,
+  });
   const decisionLatency = new Histogram({
     name: 'kubegc_decision_latency_seconds',
     help: 'From the moment the graph learnt an owner is gone to the DELETE of a dependent being issued',
@@ -170,6 +176,7 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
       orphaning: (resource, dryRun) => orphanings.inc({ resource, dry_run: String(dryRun) }),
       decisionLatency: (seconds) => decisionLatency.observe(seconds),
       discoveryError: () => syncErrors.inc(),
+      malformedWatchEvent: (resource) => malformedWatchEvents.inc({ resource }),
     },
     apiRequest: (verb, status) => apiRequests.inc({ verb, code: String(status) }),
     bind(s) {

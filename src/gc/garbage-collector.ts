@@ -13,7 +13,11 @@ import {
 import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
 import { OwnershipGraph } from '../graph/graph.ts';
 import { Propagator, type GraphChangeMetrics } from '../graph/propagator.ts';
-import { MetadataInformer, type InformerOptions } from '../informers/metadata-informer.ts';
+import {
+  MetadataInformer,
+  type InformerOptions,
+  type KnownObjects,
+} from '../informers/metadata-informer.ts';
 import type { Logger } from '../log.ts';
 import { WorkQueue, type WorkQueueMetrics } from '../queue/workqueue.ts';
 import {
@@ -24,7 +28,7 @@ import {
 } from './attempt-to-delete.ts';
 import { attemptToOrphan } from './attempt-to-orphan.ts';
 import { apiEventRecorder } from './events.ts';
-import { GcApi } from './operations.ts';
+import { GcApi, NotLeaderError } from './operations.ts';
 
 export const DEFAULT_IGNORED_RESOURCES = ['events', 'events.events.k8s.io'];
 
@@ -66,6 +70,13 @@ export class GarbageCollector {
   readonly deleteQueue: WorkQueue;
   readonly orphanQueue: WorkQueue;
   readonly informers = new Map<string, MetadataInformer>();
+  /**
+   * Per group-resource, the UIDs its informers reported alive. It outlives
+   * the informers: a replacement (new preferred version, a group missing from
+   * discovery for a round) starts from it, so its first LIST reports the
+   * deletions that happened while nobody watched instead of losing them.
+   */
+  private readonly known = new Map<string, KnownObjects>();
   private readonly client: KubeClient;
   private readonly log: Logger;
   private readonly opts: GarbageCollectorOptions;
@@ -103,6 +114,8 @@ export class GarbageCollector {
         error: error instanceof Error ? error.message : String(error),
       };
       if (error instanceof UnresolvableKindError) this.log.warn('cannot decide yet', fields);
+      // Writes stopped (lease lost, or stopping): the elector has said so once.
+      else if (error instanceof NotLeaderError) this.log.debug('write refused: not leading', fields);
       else this.log.error('processing failed; will retry with backoff', fields);
     };
     this.deleteQueue = new WorkQueue({
@@ -140,12 +153,20 @@ export class GarbageCollector {
       log,
       dryRun: this.opts.dryRun,
       metrics,
-      events: this.opts.dryRun ? undefined : apiEventRecorder(client, log),
+      events: this.opts.dryRun
+        ? undefined
+        : apiEventRecorder(client, log, undefined, { beforeSend: () => this.writeGuard() }),
     };
   }
 
   private readonly metrics: GarbageCollectorMetrics;
   private readonly ctx: GcContext;
+
+  /** The leader-election write guard for the Event POSTs (GcApi has its own for PATCH/DELETE). */
+  private writeGuard(): void {
+    if (this.opts.allowWrites && !this.opts.allowWrites())
+      throw new NotLeaderError('not the leader: writes are stopped');
+  }
 
   /** sync() then startWorkers(): for a process that needs no leader election. */
   async start(): Promise<void> {
@@ -260,6 +281,11 @@ export class GarbageCollector {
     }
     for (const [key, r] of desired) {
       if (this.informers.has(key) || this.stopped) continue;
+      let known = this.known.get(key);
+      if (!known) {
+        known = { uids: new Set() };
+        this.known.set(key, known);
+      }
       const informer = new MetadataInformer(
         this.client,
         r,
@@ -272,6 +298,7 @@ export class GarbageCollector {
             this.metrics.malformedWatchEvent?.(gr);
           },
         },
+        known,
       );
       this.informers.set(key, informer);
       informer.start();
@@ -295,5 +322,7 @@ export class GarbageCollector {
     await this.discovering;
     await Promise.all([...this.informers.values()].map((i) => i.stop()));
     await Promise.all([this.deleteQueue.shutDown(), this.orphanQueue.shutDown()]);
+    // Event POSTs are not awaited by the workers: drain them too.
+    await this.ctx.events?.drain?.();
   }
 }

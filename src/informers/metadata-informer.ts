@@ -40,6 +40,11 @@ export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
 
 class GoneError extends Error {}
 
+/** What an informer has reported of one resource: see MetadataInformer.known. */
+export interface KnownObjects {
+  uids: Set<string>;
+}
+
 interface RawMeta {
   uid?: string;
   name?: string;
@@ -68,7 +73,14 @@ export class MetadataInformer {
   private readonly sink: (e: InformerEvent) => void;
   private readonly log: Logger;
   private readonly opts: InformerOptions;
-  private known = new Set<string>();
+  /**
+   * The UIDs reported and not yet reported deleted. Owned by the caller when
+   * given, so that an informer replacing another for the same resource (a
+   * new preferred version, a group back in discovery) inherits what its
+   * predecessor reported, and its first LIST reports what was deleted while
+   * nobody watched.
+   */
+  private readonly known: KnownObjects;
   private resourceVersion: string | undefined;
   private running = false;
   private abort: AbortController | undefined;
@@ -87,7 +99,9 @@ export class MetadataInformer {
     sink: (e: InformerEvent) => void,
     log: Logger,
     opts: Partial<InformerOptions> = {},
+    known: KnownObjects = { uids: new Set() },
   ) {
+    this.known = known;
     this.client = client;
     this.resource = resource;
     this.sink = sink;
@@ -213,11 +227,11 @@ export class MetadataInformer {
       rv = page.metadata?.resourceVersion ?? rv;
       cont = page.metadata?.continue || undefined;
     } while (cont);
-    for (const uid of this.known) {
+    for (const uid of this.known.uids) {
       if (!seen.has(uid))
         this.sink({ type: 'delete', resource: this.resource, meta: { uid, name: '' } });
     }
-    this.known = seen;
+    this.known.uids = seen;
     this.lastActivity = Date.now();
     if (!this.syncedOnce) {
       this.syncedOnce = true;
@@ -303,8 +317,8 @@ export class MetadataInformer {
               const meta = trimMeta(obj?.metadata);
               if (!meta) return;
               if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
-              if (ev.type === 'DELETED') this.known.delete(meta.uid);
-              else this.known.add(meta.uid);
+              if (ev.type === 'DELETED') this.known.uids.delete(meta.uid);
+              else this.known.uids.add(meta.uid);
               this.sink({
                 type: ev.type === 'DELETED' ? 'delete' : 'upsert',
                 resource: this.resource,

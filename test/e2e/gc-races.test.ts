@@ -1,0 +1,350 @@
+// Races found in review (issue 10), forced against the real API server. The
+// collector runs in this process so that the test can act at an exact point
+// between kubegc's read and its write: its client's `intercept` hook runs right
+// before a request goes on the wire, and there the test changes the object the
+// way a concurrent controller or user would. Each test failed on the code
+// before its fix.
+import { appendFileSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import type { Cluster } from '../../cluster/controlplane.ts';
+import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
+import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
+import type { GraphEvent } from '../../src/graph/propagator.ts';
+import { createLogger } from '../../src/log.ts';
+import {
+  clients,
+  e2eCluster,
+  exists,
+  kubeConfig,
+  testNamespace,
+  waitFor,
+  type Clients,
+} from '../support/cluster.ts';
+import { configMap, isGone, ownerRef, read, type Ref } from '../support/objects.ts';
+
+let cluster: Cluster;
+let c: Clients;
+let client: KubeClient;
+let gc: GarbageCollector;
+/** Runs before each of the collector's requests; set by a test, cleared after it. */
+let intercept: ((r: InterceptedRequest) => Promise<void>) | undefined;
+
+beforeAll(async () => {
+  cluster = await e2eCluster();
+  c = clients(cluster);
+  client = await KubeClient.create(kubeConfig(cluster), {
+    userAgent: 'kubegc-e2e-races',
+    intercept: (r) => {
+      if (process.env.KUBEGC_E2E_DEBUG_LOG)
+        appendFileSync(
+          process.env.KUBEGC_E2E_DEBUG_LOG,
+          `REQ ${r.method} ${r.path} ${JSON.stringify(r.body ?? '')}\n`,
+        );
+      return intercept?.(r);
+    },
+  });
+  // KUBEGC_E2E_DEBUG_LOG=<file>: the collector's debug log, for a failing run.
+  const logFile = process.env.KUBEGC_E2E_DEBUG_LOG;
+  const log = logFile
+    ? createLogger('debug', (l) => appendFileSync(logFile, l))
+    : createLogger('warn');
+  gc = new GarbageCollector(client, log, {
+    // Discovery runs when a test says so (the informer-swap test times it).
+    discoveryPeriodMs: 3_600_000,
+  });
+  await gc.start();
+});
+
+afterEach(() => {
+  intercept = undefined;
+});
+
+afterAll(async () => {
+  await gc?.stop();
+  client?.close();
+});
+
+/** Waits until the collector's graph has observed every one of these objects. */
+async function observed(...refs: Ref[]): Promise<void> {
+  await waitFor('the graph to observe the objects', () =>
+    Promise.resolve(refs.every((r) => gc.graph.get(r.uid)?.virtual === false)),
+  );
+}
+
+async function ownerUids(r: Ref): Promise<string[] | undefined> {
+  const obj = await read(c, r);
+  return obj?.metadata?.ownerReferences?.map((o) => o.uid);
+}
+
+/** Adds an owner reference to a ConfigMap, as a controller adopting it would. */
+async function adopt(ns: string, name: string, owner: Ref): Promise<void> {
+  const cm = await c.core.readNamespacedConfigMap({ name, namespace: ns });
+  cm.metadata = {
+    ...cm.metadata,
+    ownerReferences: [...(cm.metadata?.ownerReferences ?? []), ownerRef(owner)],
+  };
+  await c.core.replaceNamespacedConfigMap({ name, namespace: ns, body: cm });
+}
+
+const HOLD = 'e2e.kubegc.io/hold';
+
+async function release(ns: string, name: string): Promise<void> {
+  await c.core
+    .patchNamespacedConfigMap(
+      { name, namespace: ns, body: { metadata: { finalizers: null } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    )
+    .catch(() => undefined);
+}
+
+/**
+ * A -> X -> Y -> Z, every reference blocking. Y is in foreground deletion and
+ * held there by Z (a finalizer of the test's own), so when A is deleted in
+ * the foreground, X is an object with a waiting owner and a dependent that is
+ * deleting its dependents: kubegc breaks the cycle (unblock X's references,
+ * then DELETE X Foreground).
+ */
+async function cycle(ns: string): Promise<{ a: Ref; b: Ref; x: Ref }> {
+  const a = await configMap(c, ns, 'a');
+  const b = await configMap(c, ns, 'b');
+  const x = await configMap(c, ns, 'x', [ownerRef(a, { blockOwnerDeletion: true })]);
+  const y = await configMap(c, ns, 'y', [ownerRef(x, { blockOwnerDeletion: true })]);
+  const zObj = await c.core.createNamespacedConfigMap({
+    namespace: ns,
+    body: {
+      metadata: {
+        name: 'z',
+        finalizers: [HOLD],
+        ownerReferences: [ownerRef(y, { blockOwnerDeletion: true })],
+      },
+    },
+  });
+  const z: Ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'z', uid: zObj.metadata?.uid ?? '' };
+  await observed(a, b, x, y, z);
+  await c.core.deleteNamespacedConfigMap({
+    name: 'y',
+    namespace: ns,
+    body: { propagationPolicy: 'Foreground' },
+  });
+  await waitFor('Y deleting its dependents and Z held in deletion', () =>
+    Promise.resolve(
+      gc.graph.get(y.uid)?.deletingDependents === true && gc.graph.get(z.uid)?.beingDeleted,
+    ),
+  );
+  return { a, b, x };
+}
+
+/** The collector has decided X again: it dropped A, or it started deleting X. */
+async function xDecided(x: Ref, a: Ref): Promise<k8s.KubernetesObject | undefined> {
+  return waitFor('kubegc to decide X', async () => {
+    const obj = await read(c, x);
+    if (!obj) return { gone: true } as k8s.KubernetesObject;
+    const dropped = !obj.metadata?.ownerReferences?.some((r) => r.uid === a.uid);
+    return obj.metadata?.deletionTimestamp || dropped ? obj : undefined;
+  });
+}
+
+describe('item 1: the cycle breaker', () => {
+  test('a live owner added before its unblock PATCH (409): X is decided again and kept', async () => {
+    const ns = await testNamespace(c.core, 'race-unblock');
+    const { a, b, x } = await cycle(ns);
+    let raced = false;
+    intercept = async (r) => {
+      if (raced || r.method !== 'PATCH' || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))
+        return;
+      if (!JSON.stringify(r.body).includes('"blockOwnerDeletion":false')) return;
+      raced = true;
+      await adopt(ns, 'x', b);
+    };
+    await c.core.deleteNamespacedConfigMap({
+      name: 'a',
+      namespace: ns,
+      body: { propagationPolicy: 'Foreground' },
+    });
+
+    const decided = await xDecided(x, a);
+    expect(raced).toBe(true);
+    expect(decided?.metadata?.deletionTimestamp).toBeUndefined();
+    expect(await ownerUids(x)).toEqual([b.uid]);
+    await release(ns, 'z');
+  });
+
+  test('a live owner added between the unblock PATCH and the DELETE (409): X is decided again and kept', async () => {
+    const ns = await testNamespace(c.core, 'race-unblock-del');
+    const { a, b, x } = await cycle(ns);
+    let raced = false;
+    intercept = async (r) => {
+      if (raced || r.method !== 'DELETE' || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))
+        return;
+      raced = true;
+      await adopt(ns, 'x', b);
+    };
+    await c.core.deleteNamespacedConfigMap({
+      name: 'a',
+      namespace: ns,
+      body: { propagationPolicy: 'Foreground' },
+    });
+
+    const decided = await xDecided(x, a);
+    expect(raced).toBe(true);
+    expect(decided?.metadata?.deletionTimestamp).toBeUndefined();
+    expect(await ownerUids(x)).toEqual([b.uid]);
+    await release(ns, 'z');
+  });
+});
+
+test('item 5: an owner switched from Foreground to Orphan that the graph still shows waiting: its dependent is orphaned, not deleted', async () => {
+  const ns = await testNamespace(c.core, 'race-fg-orphan');
+  const o = await configMap(c, ns, 'o');
+  const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
+  await observed(o, d);
+  // The informer's lag, made explicit: from the switch on, O's events are held
+  // back from the graph, which keeps showing O in foreground deletion.
+  const held: GraphEvent[] = [];
+  let holding = false;
+  const push = gc.propagator.push.bind(gc.propagator);
+  gc.propagator.push = (e: GraphEvent) => {
+    if (holding && e.type !== 'virtualDelete' && e.meta.uid === o.uid) held.push(e);
+    else push(e);
+  };
+  // The first request kubegc makes about D or O after the Foreground DELETE:
+  // before it leaves, a second DELETE switches O to Orphan (its answer is the
+  // object as stored: the API server shows the orphan finalizer from then on).
+  let switched: string | undefined;
+  intercept = async (r) => {
+    const about = [d, o].find((x) => r.path.endsWith(`/namespaces/${ns}/configmaps/${x.name}`));
+    if (switched || !about) return;
+    switched = `${r.method} ${about.name}`;
+    holding = true;
+    const owner = (await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Orphan' },
+    })) as k8s.V1ConfigMap;
+    expect(owner.metadata?.finalizers).toContain('orphan');
+  };
+  try {
+    await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Foreground' },
+    });
+    await waitFor('kubegc to act on the Foreground DELETE', () => Promise.resolve(switched));
+    await gc.deleteQueue.onIdle();
+    expect(gc.graph.get(o.uid)?.deletingDependents).toBe(true); // still stale: the race was on
+    const dep = await read(c, d);
+    expect(dep).toBeDefined();
+    expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
+  } finally {
+    holding = false;
+    gc.propagator.push = push;
+    for (const e of held.splice(0)) push(e);
+  }
+  // With O's events through, kubegc orphans D and lets O go.
+  await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
+  await waitFor(
+    'D to lose its reference to O',
+    async () => ((await ownerUids(d)) ?? []).length === 0,
+  );
+});
+
+test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
+  const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
+  const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  const group = 'races.kubegc.io';
+  const suffix = Date.now().toString(36);
+  const plural = `racers${suffix}`;
+  const kind = `Racer${suffix}`;
+  const schema = {
+    openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+  };
+  const crdName = `${plural}.${group}`;
+  await ext.createCustomResourceDefinition({
+    body: {
+      metadata: { name: crdName },
+      spec: {
+        group,
+        scope: 'Namespaced',
+        names: { plural, singular: plural, kind },
+        versions: [
+          { name: 'v1', served: true, storage: true, schema },
+          { name: 'v2', served: false, storage: false, schema },
+        ],
+      },
+    },
+  });
+  const key = `${plural}.${group}`;
+  try {
+    // Discovery may lag the CRD's creation by a moment; run it until the resource is watched.
+    await waitFor('kubegc to watch the custom resource (v1)', async () => {
+      await gc.runDiscovery();
+      const inf = gc.informers.get(key);
+      return inf?.resource.version === 'v1' && inf.synced;
+    });
+    const ns = await testNamespace(c.core, 'race-swap');
+    const created = (await custom.createNamespacedCustomObject({
+      group,
+      version: 'v1',
+      namespace: ns,
+      plural,
+      body: { apiVersion: `${group}/v1`, kind, metadata: { name: 'owner' } },
+    })) as k8s.KubernetesObject;
+    const owner: Ref = {
+      apiVersion: `${group}/v1`,
+      kind,
+      name: 'owner',
+      uid: created.metadata?.uid ?? '',
+      namespace: ns,
+    };
+    const d = await configMap(c, ns, 'dependent', [ownerRef(owner)]);
+    await observed(owner, d);
+
+    // v2 becomes the preferred version: the next discovery replaces the informer.
+    await ext.patchCustomResourceDefinition(
+      {
+        name: crdName,
+        body: [{ op: 'replace', path: '/spec/versions/1/served', value: true }],
+      },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
+    );
+    await waitFor('discovery to prefer v2', async () => {
+      const g = (await c.objects.list(`${group}/v2`, kind, ns).catch(() => undefined)) as
+        k8s.KubernetesListObject<k8s.KubernetesObject> | undefined;
+      return g !== undefined;
+    });
+    // The old informer is stopped; before the new one lists, the owner goes.
+    let raced = false;
+    intercept = async (r) => {
+      if (raced || r.verb !== 'LIST' || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
+      raced = true;
+      await custom.deleteNamespacedCustomObject({
+        group,
+        version: 'v2',
+        namespace: ns,
+        plural,
+        name: 'owner',
+      });
+      await waitFor('the owner to be gone', async () => {
+        const there = await exists(() =>
+          custom.getNamespacedCustomObject({
+            group,
+            version: 'v1',
+            namespace: ns,
+            plural,
+            name: 'owner',
+          }),
+        );
+        return !there;
+      });
+    };
+    await waitFor('kubegc to watch v2', async () => {
+      await gc.runDiscovery();
+      return gc.informers.get(key)?.resource.version === 'v2';
+    });
+
+    await waitFor('the dependent to be collected', () => isGone(c, d), { timeoutMs: 30_000 });
+    expect(raced).toBe(true);
+  } finally {
+    await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
+  }
+});

@@ -115,7 +115,8 @@ export class GarbageCollector {
       };
       if (error instanceof UnresolvableKindError) this.log.warn('cannot decide yet', fields);
       // Writes stopped (lease lost, or stopping): the elector has said so once.
-      else if (error instanceof NotLeaderError) this.log.debug('write refused: not leading', fields);
+      else if (error instanceof NotLeaderError)
+        this.log.debug('write refused: not leading', fields);
       else this.log.error('processing failed; will retry with backoff', fields);
     };
     this.deleteQueue = new WorkQueue({
@@ -236,6 +237,14 @@ export class GarbageCollector {
   }
 
   private async discoverOnce(): Promise<void> {
+    try {
+      await this.discoverResources();
+    } finally {
+      this.reportStalled();
+    }
+  }
+
+  private async discoverResources(): Promise<void> {
     let res;
     try {
       res = await discover(this.client);
@@ -303,6 +312,43 @@ export class GarbageCollector {
       this.informers.set(key, informer);
       informer.start();
       if (this.started) this.log.info('started watching', { resource: key, version: r.version });
+    }
+  }
+
+  /** Stalled resources already reported, so each stall is logged and evented once. */
+  private readonly stallReported = new Set<string>();
+
+  /**
+   * Reports watches that became stalled (a warning and a Warning event on the
+   * resource's APIService, where an operator looks for a broken webhook or
+   * aggregated API) and those that recovered. Never a reason to restart.
+   */
+  private reportStalled(): void {
+    const stalled = new Set(this.stalledInformers());
+    for (const key of stalled) {
+      if (this.stallReported.has(key)) continue;
+      this.stallReported.add(key);
+      const informer = this.informers.get(key);
+      if (!informer) continue;
+      const r = informer.resource;
+      const note = `kubegc cannot watch ${key} (${informer.lastError ?? 'no answer'}); its objects are decided by live reads until it recovers`;
+      this.log.warn('watch stalled', { resource: key, error: informer.lastError });
+      this.ctx.events?.warning(
+        {
+          apiVersion: 'apiregistration.k8s.io/v1',
+          kind: 'APIService',
+          name: `${r.version}.${r.group}`,
+          uid: '',
+        },
+        'WatchStalled',
+        'Watch',
+        note,
+      );
+    }
+    for (const key of [...this.stallReported]) {
+      if (stalled.has(key)) continue;
+      this.stallReported.delete(key);
+      if (this.informers.has(key)) this.log.info('watch recovered', { resource: key });
     }
   }
 

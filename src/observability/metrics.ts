@@ -13,6 +13,8 @@ export interface GcStateForMetrics {
   virtualNodes(): number;
   /** group-resource → synced */
   monitoredResources(): Map<string, boolean>;
+  /** group-resources whose watch is stalled (see GarbageCollector.stalledInformers). */
+  stalledResources?(): string[];
   queues(): WorkQueue[];
   isLeader(): boolean;
 }
@@ -112,6 +114,18 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
       this.reset();
       for (const [resource, synced] of state?.monitoredResources() ?? [])
         this.set({ resource }, synced ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_watch_stalled',
+    help: 'One series per watched resource: 1 while its watch is stalled beyond what the watchdog repairs (reported here and by a Warning event, never by liveness)',
+    labelNames: ['resource'],
+    registers: r,
+    collect() {
+      this.reset();
+      const stalled = new Set(state?.stalledResources?.() ?? []);
+      for (const [resource] of state?.monitoredResources() ?? [])
+        this.set({ resource }, stalled.has(resource) ? 1 : 0);
     },
   });
   new Gauge({

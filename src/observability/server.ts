@@ -9,6 +9,8 @@ export interface Check {
   ok: boolean;
   /** Shown in the response body when not ok. */
   reason?: string;
+  /** Problems worth seeing that do not fail the check, one line each in the body. */
+  warnings?: string[];
 }
 
 export type Route = (url: URL) => { status: number; contentType: string; body: string };
@@ -81,7 +83,9 @@ export async function startObservabilityServer(o: ServerOptions): Promise<Observ
     if (!check) return false;
     const c = check();
     res.writeHead(c.ok ? 200 : 503, { 'content-type': 'text/plain; charset=utf-8' });
-    res.end(c.ok ? 'ok' : `not ok: ${c.reason ?? 'unknown'}`);
+    const lines = [c.ok ? 'ok' : `not ok: ${c.reason ?? 'unknown'}`];
+    for (const w of c.warnings ?? []) lines.push(`warning: ${w}`);
+    res.end(lines.join('\n'));
     return true;
   };
   const metricsRoutes = async (url: URL, res: http.ServerResponse): Promise<boolean> => {

@@ -124,6 +124,11 @@ export class History {
     return s;
   }
 
+  /** Everything recorded, for --dump. */
+  toJSON(): unknown {
+    return { streams: [...this.streams.values()], objects: [...this.objects.values()] };
+  }
+
   streamStats(): { resource: string; relists: number; coveredThrough: number }[] {
     return [...this.streams.values()].map((s) => ({
       resource: s.resource,
@@ -358,6 +363,8 @@ export class RevisionClock {
   private readonly upT: number[] = [];
   private readonly upR: number[] = [];
   private upSuffixMin: number[] | undefined;
+  /** Upper bounds dropped because they contradicted what was seen by then. */
+  dropped = 0;
 
   /** Seen (a watch event, a response) at time `t` with revision `rev`. */
   seen(t: number, rev: number): void {
@@ -391,6 +398,10 @@ export class RevisionClock {
     this.seen(received, rev);
   }
 
+  toJSON(): unknown {
+    return { lowT: this.lowT, lowR: this.lowR, upT: this.upT, upR: this.upR };
+  }
+
   /** rev(t) >= this. */
   lowerBound(t: number): number {
     let lo = 0;
@@ -409,14 +420,21 @@ export class RevisionClock {
   /** rev(t) <= this (Infinity when nothing was sent at or after t). */
   upperBound(t: number): number {
     if (!this.upSuffixMin) {
-      // Points are not necessarily in time order (concurrent requests): sort once.
+      // Points are not necessarily in time order (concurrent requests): sort once, and drop
+      // any that contradict what was already seen by then (it cannot be a true bound).
       const order = this.upT
         .map((_, i) => i)
-        .sort((a, b) => (this.upT[a] as number) - (this.upT[b] as number));
+        .sort((a, b) => (this.upT[a] as number) - (this.upT[b] as number))
+        .filter((i) => (this.upR[i] as number) >= this.lowerBound(this.upT[i] as number));
+      this.dropped += this.upT.length - order.length;
       const ts = order.map((i) => this.upT[i] as number);
       const rs = order.map((i) => this.upR[i] as number);
-      this.upT.splice(0, this.upT.length, ...ts);
-      this.upR.splice(0, this.upR.length, ...rs);
+      this.upT.length = 0;
+      this.upR.length = 0;
+      for (let i = 0; i < ts.length; i++) {
+        this.upT.push(ts[i] as number);
+        this.upR.push(rs[i] as number);
+      }
       const min: number[] = new Array<number>(rs.length);
       let m = Number.POSITIVE_INFINITY;
       for (let i = rs.length - 1; i >= 0; i--) {

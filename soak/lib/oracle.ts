@@ -94,6 +94,11 @@ export function resolveDeletes(
   const out: ResolvedDelete[] = [];
   for (const call of successful) {
     const [lo, hi] = windowOf(clock, call);
+    if (lo > hi) {
+      // The clock contradicts itself here: tie nothing to this request.
+      out.push({ call, rec: undefined, lo, hi, effect: undefined, status: 'unresolved' });
+      continue;
+    }
     let rec = call.uid ? history.objects.get(call.uid) : undefined;
     if (!rec && !call.uid) {
       // No UID precondition: the object of that name that existed in the window, if only one did.

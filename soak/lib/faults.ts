@@ -1,0 +1,332 @@
+// The faults the soak injects, each logged with its start and end:
+//   apiserver-restart   kube-apiserver stopped and started (watches break; sometimes after a compaction)
+//   etcd-compaction     etcd compacted at its current revision (old resourceVersions answer 410)
+//   gc-kill             SIGKILL of a GC process (the writer, mostly), restarted after a moment
+//   leader-stop         the kubegc leader SIGSTOPped for longer than its lease, then resumed
+//   squeeze-429         a FlowSchema + PriorityLevelConfiguration that rejects most of the GC user's requests
+//   crd-version-flip    the CRD's higher version no longer served (the preferred version flips), then again
+//   conversion-webhook  the CRD's conversion set to a webhook on a closed 127.0.0.1 port, then restored
+import http from 'node:http';
+import net from 'node:net';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { restartApiServer, type Cluster } from '../../cluster/controlplane.ts';
+import type { Contender } from './contenders.ts';
+import { waitUntil, type Kube } from './kube.ts';
+import type { Prng } from './prng.ts';
+import { CRD_GROUP, CRD_NAME } from './resources.ts';
+import type { FaultKind, PlannedFault } from './schedule.ts';
+
+export interface FaultRecord {
+  kind: FaultKind;
+  start: number;
+  end: number;
+  detail: string;
+  error?: string;
+  /** PIDs this fault stopped or killed (their exits are explained by it). */
+  pids: number[];
+}
+
+export interface FaultEnv {
+  cluster: Cluster;
+  /** An admin client (system:masters: exempt from API Priority and Fairness). */
+  admin: Kube;
+  contender: Contender;
+  leaseMs: number;
+  log: (line: string) => void;
+}
+
+const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** POST to etcd's gRPC gateway on 127.0.0.1. */
+function etcdPost(port: number, urlPath: string, body: unknown): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, path: urlPath, method: 'POST', timeout: 5000 },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => {
+          if ((res.statusCode ?? 0) >= 300)
+            return reject(new Error(`etcd ${urlPath}: ${res.statusCode} ${text}`));
+          try {
+            resolve(JSON.parse(text) as Record<string, unknown>);
+          } catch (err) {
+            reject(err as Error);
+          }
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('etcd request timeout')));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+export async function etcdClientPort(cluster: Cluster): Promise<number> {
+  const state = JSON.parse(await fs.readFile(path.join(cluster.dir, 'state.json'), 'utf8')) as {
+    ports: { etcdClient: number };
+  };
+  return state.ports.etcdClient;
+}
+
+/** etcd's current revision (the header of a range request for one key). */
+export async function etcdRevision(port: number): Promise<number> {
+  const res = await etcdPost(port, '/v3/kv/range', { key: Buffer.from('\0').toString('base64') });
+  const header = res.header as { revision?: string | number } | undefined;
+  const rev = Number(header?.revision);
+  if (!Number.isFinite(rev) || rev <= 0)
+    throw new Error(`etcd gave no revision: ${JSON.stringify(res)}`);
+  return rev;
+}
+
+async function compact(cluster: Cluster): Promise<number> {
+  const port = await etcdClientPort(cluster);
+  const rev = await etcdRevision(port);
+  await etcdPost(port, '/v3/kv/compaction', { revision: String(rev), physical: true });
+  return rev;
+}
+
+/** A 127.0.0.1 port nothing listens on (bound and released at once). */
+function closedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() =>
+        addr && typeof addr === 'object' ? resolve(addr.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+interface Crd {
+  metadata: { resourceVersion: string };
+  spec: {
+    versions: { name: string; served: boolean; storage: boolean }[];
+    conversion?: unknown;
+  };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+const CRD_PATH = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${CRD_NAME}`;
+
+/** Read-modify-write of the CRD, retried on conflict. */
+async function updateCrd(admin: Kube, change: (crd: Crd) => void): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const crd = await admin.request<Crd>('GET', CRD_PATH);
+    change(crd);
+    const res = await admin.raw('PUT', CRD_PATH, { body: crd });
+    if (res.status >= 200 && res.status < 300) break;
+    if (res.status !== 409 || attempt >= 5)
+      throw new Error(`updating the CRD: ${res.status} ${res.text}`);
+  }
+  await waitUntil(
+    'the CRD to be Established again',
+    async () => {
+      const crd = await admin.request<Crd>('GET', CRD_PATH);
+      return (
+        crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ??
+        false
+      );
+    },
+    30_000,
+  );
+}
+
+function setServed(version: string, served: boolean): (crd: Crd) => void {
+  return (crd) => {
+    for (const v of crd.spec.versions) if (v.name === version) v.served = served;
+  };
+}
+
+const SQUEEZE = 'soak-squeeze';
+
+async function squeeze(admin: Kube, user: string): Promise<void> {
+  const base = '/apis/flowcontrol.apiserver.k8s.io/v1';
+  await admin.request('POST', `${base}/prioritylevelconfigurations`, {
+    body: {
+      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
+      kind: 'PriorityLevelConfiguration',
+      metadata: { name: SQUEEZE },
+      spec: {
+        type: 'Limited',
+        limited: {
+          nominalConcurrencyShares: 1,
+          lendablePercent: 0,
+          borrowingLimitPercent: 0,
+          limitResponse: { type: 'Reject' },
+        },
+      },
+    },
+  });
+  await admin.request('POST', `${base}/flowschemas`, {
+    body: {
+      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
+      kind: 'FlowSchema',
+      metadata: { name: SQUEEZE },
+      spec: {
+        priorityLevelConfiguration: { name: SQUEEZE },
+        // Before every default schema but `exempt` and `probes`.
+        matchingPrecedence: 50,
+        distinguisherMethod: { type: 'ByUser' },
+        rules: [
+          {
+            subjects: [{ kind: 'User', user: { name: user } }],
+            // The GC's own traffic; its Lease (coordination.k8s.io) is left alone.
+            resourceRules: [
+              {
+                verbs: ['*'],
+                apiGroups: ['', 'apps', 'batch', CRD_GROUP],
+                resources: ['*'],
+                namespaces: ['*'],
+                clusterScope: true,
+              },
+            ],
+          },
+        ],
+      },
+    },
+  });
+}
+
+async function unsqueeze(admin: Kube): Promise<void> {
+  const base = '/apis/flowcontrol.apiserver.k8s.io/v1';
+  for (const p of [
+    `${base}/flowschemas/${SQUEEZE}`,
+    `${base}/prioritylevelconfigurations/${SQUEEZE}`,
+  ]) {
+    const res = await admin.raw('DELETE', p);
+    if (res.status !== 200 && res.status !== 404)
+      throw new Error(`DELETE ${p}: ${res.status} ${res.text}`);
+  }
+}
+
+/** Retries `fn` while the API server is away (a fault's own undo must not be lost). */
+async function persist<T>(what: string, fn: () => Promise<T>, timeoutMs = 120_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${what}: ${(err as Error).message}`);
+      await pause(1000);
+    }
+  }
+}
+
+export async function injectFault(
+  f: PlannedFault,
+  env: FaultEnv,
+  prng: Prng,
+): Promise<FaultRecord> {
+  const rec: FaultRecord = { kind: f.kind, start: Date.now(), end: 0, detail: '', pids: [] };
+  env.log(`fault ${f.kind}: start`);
+  try {
+    switch (f.kind) {
+      case 'apiserver-restart': {
+        let detail = '';
+        if (prng.chance(0.5))
+          detail = `compacted etcd at revision ${await compact(env.cluster)}, then `;
+        const t0 = Date.now();
+        await restartApiServer(env.cluster);
+        rec.detail = `${detail}restarted kube-apiserver (ready again after ${((Date.now() - t0) / 1000).toFixed(1)} s)`;
+        break;
+      }
+      case 'etcd-compaction':
+        rec.detail = `compacted etcd at revision ${await compact(env.cluster)}`;
+        break;
+      case 'gc-kill': {
+        const live = env.contender.live();
+        const target = prng.chance(0.75) ? await env.contender.writer() : prng.pick(live);
+        if (!target) {
+          rec.detail = 'no live GC process to kill';
+          break;
+        }
+        rec.pids.push(target.pid);
+        await env.contender.kill(target, f.holdMs);
+        rec.detail = `SIGKILL ${target.process} (pid ${target.pid}${target.identity ? `, ${target.identity}` : ''}), restarted after ${f.holdMs} ms`;
+        break;
+      }
+      case 'leader-stop': {
+        const leader = await env.contender.writer();
+        if (!leader) {
+          rec.detail = 'no leader found to stop';
+          break;
+        }
+        rec.pids.push(leader.pid);
+        process.kill(leader.pid, 'SIGSTOP');
+        const stopped = Date.now();
+        try {
+          // Stopped for longer than the lease: a standby must take over meanwhile.
+          await pause(f.holdMs);
+          await waitUntil(
+            'another replica to take the lease',
+            async () => {
+              const w = await env.contender.writer();
+              return w !== undefined && w.pid !== leader.pid;
+            },
+            60_000,
+            500,
+          ).catch((err: unknown) => {
+            rec.error = (err as Error).message;
+          });
+        } finally {
+          process.kill(leader.pid, 'SIGCONT');
+        }
+        const next = await env.contender.writer();
+        rec.detail = `SIGSTOP ${leader.process} (pid ${leader.pid}) for ${((Date.now() - stopped) / 1000).toFixed(1)} s (lease ${env.leaseMs / 1000} s); lease then held by ${next ? `${next.process} (pid ${next.pid})` : 'nobody known'}`;
+        break;
+      }
+      case 'squeeze-429':
+        await squeeze(env.admin, env.contender.gcUser);
+        try {
+          await pause(f.holdMs);
+        } finally {
+          await persist('removing the squeeze', () => unsqueeze(env.admin));
+        }
+        rec.detail = `FlowSchema + PriorityLevelConfiguration (1 share, Reject) on user ${env.contender.gcUser} for ${(f.holdMs / 1000).toFixed(1)} s`;
+        break;
+      case 'crd-version-flip':
+        await updateCrd(env.admin, setServed('v2', false));
+        try {
+          await pause(f.holdMs);
+        } finally {
+          await persist('serving v2 again', () => updateCrd(env.admin, setServed('v2', true)));
+        }
+        rec.detail = `v2 of ${CRD_NAME} not served (preferred version v1) for ${(f.holdMs / 1000).toFixed(1)} s`;
+        break;
+      case 'conversion-webhook': {
+        const port = await closedPort();
+        await updateCrd(env.admin, (crd) => {
+          crd.spec.conversion = {
+            strategy: 'Webhook',
+            webhook: {
+              clientConfig: { url: `https://127.0.0.1:${port}/convert` },
+              conversionReviewVersions: ['v1'],
+            },
+          };
+        });
+        try {
+          await pause(f.holdMs);
+        } finally {
+          await persist('restoring the conversion', () =>
+            updateCrd(env.admin, (crd) => {
+              crd.spec.conversion = { strategy: 'None' };
+            }),
+          );
+        }
+        rec.detail = `conversion webhook https://127.0.0.1:${port}/convert (closed) for ${(f.holdMs / 1000).toFixed(1)} s`;
+        break;
+      }
+    }
+  } catch (err) {
+    rec.error = (err as Error).message;
+  }
+  rec.end = Date.now();
+  env.log(
+    `fault ${f.kind}: end after ${((rec.end - rec.start) / 1000).toFixed(1)} s: ${rec.detail}${rec.error ? ` (error: ${rec.error})` : ''}`,
+  );
+  return rec;
+}

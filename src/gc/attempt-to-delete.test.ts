@@ -467,3 +467,36 @@ test('the graph-copy DELETE finds the object gone (404): the graph learns it and
   expect(t.graph.has('d')).toBe(false);
   expect(t.queued).toEqual(['c']);
 });
+
+test('dependents of one waiting owner decided at once share live reads of it, each sent after the decisions it serves began', async () => {
+  const deleting = {
+    deletionTimestamp: '2024-01-01T00:00:00Z',
+    finalizers: ['foregroundDeletion'],
+  };
+  const deps = ['d1', 'd2', 'd3'].map((uid, i): ObjectMeta => ({
+    ...dependent,
+    uid,
+    name: uid,
+    resourceVersion: String(10 + i),
+  }));
+  const objects = new Map<string, ObjectMeta>([
+    ['cm-o', { ...owner, ...deleting }],
+    ...deps.map((d): [string, ObjectMeta] => [d.name, { ...d }]),
+  ]);
+  const t = setup(objects);
+  t.observe(owner);
+  for (const d of deps) t.observe(d);
+  t.observe({ ...owner, ...deleting });
+
+  await Promise.all(deps.map((d) => attemptToDelete(t.ctx, d.uid)));
+  // The first decision reads at once; the two begun while that read was in
+  // flight share the one read sent when it returned.
+  expect(t.gets).toEqual(['cm-o', 'cm-o']);
+  expect(t.deletes.map((d) => d.name).sort()).toEqual(['d1', 'd2', 'd3']);
+
+  // A decision that begins after that read was sent reads again.
+  objects.set('late', { ...dependent, uid: 'late', name: 'late', resourceVersion: '20' });
+  t.observe({ ...dependent, uid: 'late', name: 'late', resourceVersion: '20' });
+  await attemptToDelete(t.ctx, 'late');
+  expect(t.gets).toEqual(['cm-o', 'cm-o', 'cm-o']);
+});

@@ -177,6 +177,7 @@ async function deleteFromGraphCopy(
     snap.ownerReferences.length === 0
   )
     return undefined;
+  const decidedAt = performance.now();
   const copy: ObjectMeta = {
     uid: snap.uid,
     name: snap.name,
@@ -203,7 +204,7 @@ async function deleteFromGraphCopy(
     if (o?.state !== 'waiting') continue;
     let fresh: ClassifiedOwner;
     try {
-      fresh = await classifyOwner(ctx, copy, o.ref);
+      fresh = await readWaitingOwner(ctx, copy, o.ref, decidedAt);
     } catch {
       return undefined; // the live path reports what went wrong
     }
@@ -221,6 +222,56 @@ async function deleteFromGraphCopy(
     fromGraph: true,
   });
   return done;
+}
+
+interface OwnerRead {
+  sentAt: number;
+  read: Promise<ClassifiedOwner>;
+}
+/** Live reads of owners, by owner UID and dependent namespace: the one in flight and the one queued after it. */
+const ownerReads = new Map<string, { current: OwnerRead; next?: Promise<ClassifiedOwner> }>();
+
+/**
+ * A live classification of an owner the graph shows waiting. In a foreground
+ * cascade many dependents of one owner are decided at once. A read sent after
+ * a dependent's decision began shows the API server as of then or later,
+ * which is all the guarantee asks; so a decision joins the read in flight if
+ * it was sent after the decision began, else the one read queued to be sent
+ * when that one returns. One read per owner at a time serves every worker.
+ */
+function readWaitingOwner(
+  ctx: GcContext,
+  dependent: ObjectMeta,
+  ref: OwnerReference,
+  decidedAt: number,
+): Promise<ClassifiedOwner> {
+  const key = `${ref.uid}|${dependent.namespace ?? ''}`;
+  const withRef = (o: ClassifiedOwner): ClassifiedOwner => ({ ...o, ref });
+  const send = (): OwnerRead => {
+    const r: OwnerRead = { sentAt: performance.now(), read: classifyOwner(ctx, dependent, ref) };
+    const settle = (): void => {
+      const slot = ownerReads.get(key);
+      if (slot?.current === r && !slot.next) ownerReads.delete(key);
+    };
+    r.read.then(settle, settle);
+    return r;
+  };
+  const slot = ownerReads.get(key);
+  if (!slot) {
+    const r = send();
+    ownerReads.set(key, { current: r });
+    return r.read;
+  }
+  if (slot.current.sentAt >= decidedAt) return slot.current.read.then(withRef);
+  slot.next ??= slot.current.read
+    .catch(() => undefined)
+    .then(() => {
+      const r = send();
+      slot.current = r;
+      slot.next = undefined;
+      return r.read;
+    });
+  return slot.next.then(withRef);
 }
 
 /** An owner reference the absent-owner cache knows to be gone, as upstream checks it first. */

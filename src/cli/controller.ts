@@ -146,14 +146,23 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       );
   }
   const metrics = createControllerMetrics();
+  // This replica's identity: the Lease holder it writes as, and part of every
+  // request's User-Agent so that the API server's audit log attributes each write.
+  const identity = `${os.hostname()}_${randomUUID()}`;
   const client = await KubeClient.create(kc, {
     qps: flags['kube-api-qps'] as number,
     burst: flags['kube-api-burst'] as number,
     requestTimeoutMs: flags['request-timeout'] as number,
-    userAgent: `kubegc/${VERSION}`,
+    userAgent: `kubegc/${VERSION} (${identity})`,
     onRequest: metrics.apiRequest,
   });
-  let writesAllowed = !flags['leader-elect'];
+  let elector: LeaderElector | undefined;
+  /** Set first thing on SIGTERM/SIGINT or a lost lease: the write guard refuses from then on. */
+  let stopping = false;
+  // Checked by every write right before it goes on the wire (after the rate
+  // limiter, before each retry): with leader election, only while the last
+  // renewal started less than the renew deadline ago.
+  const writesAllowed = (): boolean => !stopping && (elector ? elector.mayWrite() : true);
   const gc = new GarbageCollector(
     client,
     log,
@@ -163,7 +172,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       ignoredResources: flags['ignored-resources'] as string[],
       dryRun: flags['dry-run'] as boolean,
       initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
-      allowWrites: () => writesAllowed,
+      allowWrites: writesAllowed,
     },
     metrics.gc,
   );
@@ -172,7 +181,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     virtualNodes: () => gc.graph.countVirtual(),
     monitoredResources: () => gc.monitoredResources(),
     queues: () => [gc.deleteQueue, gc.orphanQueue],
-    isLeader: () => writesAllowed,
+    isLeader: writesAllowed,
   });
   const server = await startObservabilityServer({
     metricsAddress: flags['metrics-bind-address'] as string,
@@ -194,9 +203,9 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     metricsAddress: server.metrics ?? 'disabled',
     healthAddress: server.health ?? 'disabled',
     leaderElection: flags['leader-elect'],
+    identity,
   });
 
-  let elector: LeaderElector | undefined;
   let leaseClient: KubeClient | undefined;
   if (flags['leader-elect']) {
     const namespace =
@@ -206,27 +215,31 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     // Its own client: lease renewals must never wait behind the GC's own rate limit.
     leaseClient = await KubeClient.create(kc, {
       qps: 0,
-      userAgent: `kubegc/${VERSION} leader-election`,
+      userAgent: `kubegc/${VERSION} (${identity}) leader-election`,
     });
     elector = new LeaderElector(leaseClient, log, {
       namespace,
       name: flags['leader-elect-resource-name'] as string,
-      identity: `${os.hostname()}_${randomUUID()}`,
+      identity,
       leaseDurationMs: leaseDuration,
       renewDeadlineMs: renewDeadline,
       retryPeriodMs: retryPeriod,
     });
   }
 
-  let stopping = false;
   return new Promise<number>((resolve) => {
     const stop = (signal: string, code: number): void => {
       if (stopping) return;
+      // 1. Writes stop: from here the guard refuses every write not yet on the wire.
       stopping = true;
       log.info('stopping', { signal });
       (async () => {
-        await elector?.stop();
+        // A standby stops campaigning at once (it has no writes to drain).
+        if (elector && !elector.isLeader) await elector.stop();
+        // 2. The workers and their in-flight requests (and Event POSTs) drain.
         await gc.stop();
+        // 3. Only then is the Lease released, so a standby never writes while we still do.
+        await elector?.stop();
         await server.close();
         client.close();
         leaseClient?.close();
@@ -246,15 +259,13 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     const leader = elector;
     const campaign = leader.run(() => {
       // Like kube-controller-manager: a replica that lost the lease stops
-      // writing at once and exits, to come back as a standby.
-      writesAllowed = false;
+      // writing at once (mayWrite() is already false) and exits, to come back as a standby.
       stop('leader lease lost', 1);
     });
     void (async () => {
       await gc.sync();
       await campaign;
       if (stopping || !leader.isLeader) return;
-      writesAllowed = true;
       gc.startWorkers();
     })();
   });

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import type { KubeClient } from '../api/client.ts';
 import type { Logger } from '../log.ts';
+import { NotLeaderError } from './operations.ts';
 
 export interface Regarding {
   apiVersion: string;
@@ -14,6 +15,16 @@ export interface Regarding {
 
 export interface EventRecorder {
   warning(regarding: Regarding, reason: string, action: string, note: string): void;
+  /** Resolves when every event POST started so far has finished (or failed). */
+  drain?(): Promise<void>;
+}
+
+export interface EventRecorderOptions {
+  /**
+   * The write guard, run as each POST's `beforeSend` (after the rate limiter,
+   * before every attempt): a replica that lost its lease records no more events.
+   */
+  beforeSend?: () => void;
 }
 
 export const REPORTING_CONTROLLER = 'kubegc';
@@ -22,8 +33,13 @@ export function apiEventRecorder(
   client: KubeClient,
   log: Logger,
   instance = os.hostname(),
+  opts: EventRecorderOptions = {},
 ): EventRecorder {
+  const pending = new Set<Promise<void>>();
   return {
+    async drain() {
+      while (pending.size > 0) await Promise.all(pending);
+    },
     warning(regarding, reason, action, note) {
       // Events of cluster-scoped objects live in the default namespace, as kubectl shows them.
       const namespace = regarding.namespace || 'default';
@@ -51,19 +67,23 @@ export function apiEventRecorder(
           uid: regarding.uid,
         },
       };
-      client
-        .request(
+      const post: Promise<void> = client
+        .request<unknown>(
           'POST',
           `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-          { body, verb: 'CREATE' },
+          { body, verb: 'CREATE', beforeSend: opts.beforeSend },
         )
-        .catch((err: unknown) =>
-          log.warn('could not record event', {
-            reason,
-            name: regarding.name,
-            error: (err as Error).message,
-          }),
-        );
+        .then(
+          () => undefined,
+          (err: unknown) => {
+            const fields = { reason, name: regarding.name, error: (err as Error).message };
+            // Not leading (any more): expected, and said once by the elector.
+            if (err instanceof NotLeaderError) log.debug('event not recorded', fields);
+            else log.warn('could not record event', fields);
+          },
+        )
+        .finally(() => pending.delete(post));
+      pending.add(post);
     },
   };
 }

@@ -23,10 +23,20 @@ export class GcApi {
     this.allowWrites = allowWrites;
   }
 
-  /** Checked right before every PATCH and DELETE: a replica that lost its lease writes nothing more. */
+  /**
+   * The write guard: a replica that lost its lease (or is stopping) writes
+   * nothing more. Not called before a write but passed as its `beforeSend`:
+   * the client runs it after the rate limiter and before every attempt (429
+   * retries included), so a write that waited in the token bucket, a
+   * Retry-After sleep or a stalled event loop is checked again at the moment
+   * it would go on the wire.
+   */
   private guard(): void {
     if (!this.allowWrites()) throw new NotLeaderError('not the leader: writes are stopped');
   }
+
+  /** `beforeSend` of every PATCH and DELETE. */
+  private readonly beforeWrite = (): void => this.guard();
 
   /** Live metadata of one object, or undefined if it does not exist. */
   async getMeta(
@@ -60,11 +70,11 @@ export class GcApi {
     const preconditions: { uid: string; resourceVersion?: string } = { uid: meta.uid };
     if (withResourceVersion && meta.resourceVersion)
       preconditions.resourceVersion = meta.resourceVersion;
-    this.guard();
     try {
       await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: policy, preconditions },
         verb: 'DELETE',
+        beforeSend: this.beforeWrite,
       });
       return 'deleted';
     } catch (err) {
@@ -86,7 +96,6 @@ export class GcApi {
     uids: readonly string[],
   ): Promise<boolean> {
     const path = objectPath(r, target.namespace, target.name);
-    this.guard();
     try {
       await this.client.request('PATCH', path, {
         contentType: 'application/strategic-merge-patch+json',
@@ -98,6 +107,7 @@ export class GcApi {
         },
         accept: METADATA_ACCEPT,
         verb: 'PATCH',
+        beforeSend: this.beforeWrite,
       });
       return true;
     } catch (err) {
@@ -128,7 +138,6 @@ export class GcApi {
   ): Promise<boolean> {
     let current: ObjectMeta | undefined = meta;
     for (let attempt = 0; attempt < 5 && current; attempt++) {
-      this.guard();
       try {
         await this.client.request('PATCH', objectPath(r, current.namespace, current.name), {
           contentType: 'application/merge-patch+json',
@@ -141,6 +150,7 @@ export class GcApi {
           },
           accept: METADATA_ACCEPT,
           verb: 'PATCH',
+          beforeSend: this.beforeWrite,
         });
         return true;
       } catch (err) {
@@ -175,7 +185,6 @@ export class GcApi {
     for (let attempt = 0; attempt < 5; attempt++) {
       const meta = await this.getMeta(r, namespace, name);
       if (!meta || meta.uid !== uid || !meta.finalizers?.includes(finalizer)) return;
-      this.guard();
       try {
         await this.client.request('PATCH', objectPath(r, namespace, name), {
           contentType: 'application/merge-patch+json',
@@ -188,6 +197,7 @@ export class GcApi {
           },
           accept: METADATA_ACCEPT,
           verb: 'PATCH',
+          beforeSend: this.beforeWrite,
         });
         return;
       } catch (err) {

@@ -4,7 +4,20 @@
 // record change, so clock skew between replicas does not matter); the leader
 // renews every retry period and gives up if it cannot renew within the renew
 // deadline; a clean stop releases the lease so a standby takes over at once.
-import { ApiError, isConflict, isNotFound, type KubeClient } from '../api/client.ts';
+//
+// Writes are bounded by lease time. `lastRenew` is the moment (monotonic
+// clock) the last successful acquire/renew attempt STARTED: its renewTime was
+// written at that moment, and a standby counts the lease duration from when it
+// sees that record, which is later still. So while
+//   now − lastRenew < renewDeadline   (< leaseDuration)
+// no standby can have taken over, and `mayWrite()` says exactly that. The
+// write guard checks it right before every write goes on the wire (after the
+// rate limiter, before every retry), so a write that waited in the token
+// bucket, a Retry-After sleep or a stalled event loop cannot leave after the
+// lease is gone. Each renewal's requests are aborted at lastRenew +
+// renewDeadline, and the elector stops leading at that moment even if a
+// request is still outstanding.
+import { ApiError, isConflict, isNotFound, type RequestOptions } from '../api/client.ts';
 import type { Logger } from '../log.ts';
 
 export interface LeaderElectionOptions {
@@ -14,6 +27,15 @@ export interface LeaderElectionOptions {
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
+  /** Monotonic millisecond clock (default performance.now()); tests substitute it. */
+  now?: () => number;
+  /** Wall clock for the Lease's acquireTime/renewTime (default new Date()). */
+  wallClock?: () => Date;
+}
+
+/** The part of KubeClient the elector uses (a stand-in in unit tests). */
+export interface LeaseClient {
+  request<T>(method: string, path: string, o?: RequestOptions): Promise<T>;
 }
 
 interface LeaseSpec {
@@ -33,29 +55,58 @@ function microTime(d = new Date()): string {
   return d.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
+/** An acquire/renew attempt in flight, abortable when its deadline passes or on stop. */
+interface Attempt {
+  abort: AbortController;
+  done: Promise<boolean>;
+}
+
 export class LeaderElector {
-  private readonly client: KubeClient;
+  private readonly client: LeaseClient;
   private readonly log: Logger;
   private readonly opts: LeaderElectionOptions;
+  private readonly now: () => number;
+  private readonly wallClock: () => Date;
+  /** The last Lease record seen and when (monotonic), for the standby's expiry check. */
   private observed: { record: string; at: number } | undefined;
   private leading = false;
   private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private lastRenew = 0;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  /** Monotonic start of the last successful acquire/renew attempt. */
+  private lastRenew = -Infinity;
+  private attempt: Attempt | undefined;
+  private onLost: (() => void) | undefined;
   private wake: (() => void) | undefined;
 
-  constructor(client: KubeClient, log: Logger, opts: LeaderElectionOptions) {
+  constructor(client: LeaseClient, log: Logger, opts: LeaderElectionOptions) {
     this.client = client;
     this.log = log;
     this.opts = opts;
+    this.now = opts.now ?? (() => performance.now());
+    this.wallClock = opts.wallClock ?? (() => new Date());
   }
 
   get isLeader(): boolean {
     return this.leading;
   }
 
+  /**
+   * Whether a write may go on the wire now: this replica leads and its last
+   * successful renewal started less than the renew deadline ago. Reads the
+   * clock itself, so it turns false the moment the deadline passes, also when
+   * the event loop was stalled and no timer has run yet.
+   */
+  mayWrite(): boolean {
+    return this.leading && !this.stopped && this.now() - this.lastRenew < this.opts.renewDeadlineMs;
+  }
+
   private get path(): string {
     return `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.opts.namespace)}/leases`;
+  }
+
+  private get leaseRef(): string {
+    return `${this.opts.namespace}/${this.opts.name}`;
   }
 
   /**
@@ -63,37 +114,105 @@ export class LeaderElector {
    * background; `onLost` is called once if the lease is lost.
    */
   async run(onLost: () => void): Promise<void> {
+    this.onLost = onLost;
     this.log.info('waiting to acquire the leader lease', {
-      lease: `${this.opts.namespace}/${this.opts.name}`,
+      lease: this.leaseRef,
       identity: this.opts.identity,
     });
     while (!this.stopped) {
-      if (await this.tryAcquireOrRenew().catch((err: unknown) => this.failed('acquire', err)))
+      const start = this.now();
+      const ok = await this.attemptOnce(start + this.opts.renewDeadlineMs, 'acquire');
+      // An acquire that completed only after its renew deadline is not used:
+      // the next attempt renews the record (we are its holder) with a fresh start.
+      if (ok && !this.stopped && this.now() - start < this.opts.renewDeadlineMs) {
+        this.leading = true;
+        this.lastRenew = start;
         break;
+      }
+      if (this.stopped) break;
       await this.sleep(this.opts.retryPeriodMs);
     }
     if (this.stopped) return;
-    this.leading = true;
-    this.lastRenew = Date.now();
-    this.log.info('became leader', {
-      lease: `${this.opts.namespace}/${this.opts.name}`,
+    this.armDeadline();
+    this.log.info('became leader', { lease: this.leaseRef, identity: this.opts.identity });
+    this.renewTimer = setTimeout(() => void this.renew(), this.opts.retryPeriodMs);
+  }
+
+  private async renew(): Promise<void> {
+    this.renewTimer = undefined;
+    if (this.stopped || !this.leading) return;
+    const start = this.now();
+    const deadline = this.lastRenew + this.opts.renewDeadlineMs;
+    const ok = await this.attemptOnce(deadline, 'renew');
+    if (this.stopped || !this.leading) return;
+    if (ok && this.now() < deadline) {
+      this.lastRenew = start;
+      this.armDeadline();
+    } else if (this.now() >= deadline) {
+      // The deadline timer may not have run yet (a stalled event loop).
+      this.lose();
+      return;
+    }
+    this.renewTimer = setTimeout(() => void this.renew(), this.opts.retryPeriodMs);
+  }
+
+  /** Stops leading when lastRenew + renewDeadline passes without a successful renewal. */
+  private armDeadline(): void {
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    const left = this.lastRenew + this.opts.renewDeadlineMs - this.now();
+    this.deadlineTimer = setTimeout(
+      () => {
+        this.deadlineTimer = undefined;
+        if (!this.leading || this.stopped) return;
+        if (this.now() - this.lastRenew >= this.opts.renewDeadlineMs) this.lose();
+        else this.armDeadline();
+      },
+      Math.max(1, Math.ceil(left)),
+    );
+  }
+
+  private lose(): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.clearTimers();
+    this.attempt?.abort.abort(new Error('renew deadline passed'));
+    this.log.error('lost the leader lease: could not renew it within the renew deadline', {
       identity: this.opts.identity,
+      renewDeadlineMs: this.opts.renewDeadlineMs,
     });
-    const renew = async (): Promise<void> => {
-      if (this.stopped || !this.leading) return;
-      const ok = await this.tryAcquireOrRenew().catch((err: unknown) => this.failed('renew', err));
-      if (ok) this.lastRenew = Date.now();
-      else if (Date.now() - this.lastRenew > this.opts.renewDeadlineMs) {
-        this.leading = false;
-        this.log.error('lost the leader lease: could not renew it within the renew deadline', {
-          identity: this.opts.identity,
-        });
-        onLost();
-        return;
-      }
-      this.timer = setTimeout(() => void renew(), this.opts.retryPeriodMs);
+    this.onLost?.();
+  }
+
+  private clearTimers(): void {
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.renewTimer = undefined;
+    this.deadlineTimer = undefined;
+  }
+
+  /**
+   * One tryAcquireOrRenew, stamped with the wall-clock time of this call (the
+   * caller read the monotonic clock just before), whose requests are aborted
+   * when `deadline` (monotonic) passes.
+   */
+  private attemptOnce(deadline: number, what: string): Promise<boolean> {
+    if (this.now() >= deadline) return Promise.resolve(false);
+    const abort = new AbortController();
+    const timer = setTimeout(
+      () => abort.abort(new Error(`${what}: renew deadline passed`)),
+      Math.max(1, Math.ceil(deadline - this.now())),
+    );
+    const attempt: Attempt = {
+      abort,
+      done: this.tryAcquireOrRenew(this.wallClock(), abort.signal, deadline)
+        .catch((err: unknown) => this.failed(what, err))
+        .finally(() => {
+          clearTimeout(timer);
+          if (this.attempt === attempt) this.attempt = undefined;
+        }),
     };
-    this.timer = setTimeout(() => void renew(), this.opts.retryPeriodMs);
+    this.attempt = attempt;
+    return attempt.done;
   }
 
   private failed(what: string, err: unknown): false {
@@ -111,14 +230,38 @@ export class LeaderElector {
     });
   }
 
-  /** One step of client-go's tryAcquireOrRenew. True when we hold the lease afterwards. */
-  private async tryAcquireOrRenew(): Promise<boolean> {
-    const now = new Date();
+  /**
+   * Request options bounded by the attempt's deadline: aborted when it passes,
+   * and never sent (nor retried after a 429) once it has passed.
+   */
+  private bounded(signal: AbortSignal, deadline: number, verb: string): RequestOptions {
+    const check = (): void => {
+      if (signal.aborted || this.now() >= deadline)
+        throw new Error(`leader election ${verb}: the renew deadline passed`);
+    };
+    check();
+    return {
+      verb,
+      signal,
+      timeoutMs: Math.max(1, Math.ceil(deadline - this.now())),
+      beforeSend: check,
+    };
+  }
+
+  /**
+   * One step of client-go's tryAcquireOrRenew, stamped with `at` (the moment
+   * the attempt started). True when we hold the lease afterwards.
+   */
+  private async tryAcquireOrRenew(
+    at: Date,
+    signal: AbortSignal,
+    deadline: number,
+  ): Promise<boolean> {
     const mine: LeaseSpec = {
       holderIdentity: this.opts.identity,
       leaseDurationSeconds: Math.ceil(this.opts.leaseDurationMs / 1000),
-      acquireTime: microTime(now),
-      renewTime: microTime(now),
+      acquireTime: microTime(at),
+      renewTime: microTime(at),
       leaseTransitions: 0,
     };
     let current: Lease;
@@ -126,20 +269,21 @@ export class LeaderElector {
       current = await this.client.request<Lease>(
         'GET',
         `${this.path}/${encodeURIComponent(this.opts.name)}`,
-        { verb: 'GET' },
+        this.bounded(signal, deadline, 'GET'),
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;
       try {
         await this.client.request('POST', this.path, {
+          ...this.bounded(signal, deadline, 'CREATE'),
           body: {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
             metadata: { name: this.opts.name, namespace: this.opts.namespace },
             spec: mine,
           },
-          verb: 'CREATE',
         });
+        this.observed = { record: JSON.stringify(mine), at: this.now() };
         return true;
       } catch (createErr) {
         if (createErr instanceof ApiError && createErr.status === 409) return false;
@@ -149,10 +293,10 @@ export class LeaderElector {
     const spec = current.spec ?? {};
     const record = JSON.stringify(spec);
     if (!this.observed || this.observed.record !== record)
-      this.observed = { record, at: Date.now() };
+      this.observed = { record, at: this.now() };
     const held = spec.holderIdentity && spec.holderIdentity !== this.opts.identity;
     const durationMs = (spec.leaseDurationSeconds ?? 0) * 1000;
-    if (held && this.observed.at + durationMs > Date.now()) return false;
+    if (held && this.observed.at + durationMs > this.now()) return false;
     if (spec.holderIdentity === this.opts.identity) {
       mine.acquireTime = spec.acquireTime;
       mine.leaseTransitions = spec.leaseTransitions ?? 0;
@@ -161,37 +305,49 @@ export class LeaderElector {
     }
     try {
       await this.client.request('PUT', `${this.path}/${encodeURIComponent(this.opts.name)}`, {
+        ...this.bounded(signal, deadline, 'UPDATE'),
         body: {
           apiVersion: 'coordination.k8s.io/v1',
           kind: 'Lease',
           metadata: { ...current.metadata },
           spec: mine,
         },
-        verb: 'UPDATE',
       });
     } catch (err) {
       if (isConflict(err)) return false;
       throw err;
     }
-    this.observed = { record: JSON.stringify(mine), at: Date.now() };
+    this.observed = { record: JSON.stringify(mine), at: this.now() };
     return true;
   }
 
-  /** Stops campaigning/renewing; if leading, releases the lease so a standby takes over at once. */
+  /**
+   * Stops campaigning/renewing; if leading, releases the lease so a standby
+   * takes over at once. The caller stops its writes and drains them first:
+   * mayWrite() is false from here on.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake?.();
-    if (this.timer) clearTimeout(this.timer);
-    if (!this.leading) return;
+    this.clearTimers();
+    const inFlight = this.attempt;
+    if (inFlight) {
+      inFlight.abort.abort(new Error('stopping'));
+      await inFlight.done;
+    }
+    // An aborted attempt may still have written the record: release it too.
+    if (!this.leading && !inFlight) return;
     this.leading = false;
+    const opts = { timeoutMs: this.opts.renewDeadlineMs };
     try {
       const current = await this.client.request<Lease>(
         'GET',
         `${this.path}/${encodeURIComponent(this.opts.name)}`,
-        { verb: 'GET' },
+        { ...opts, verb: 'GET' },
       );
       if (current.spec?.holderIdentity !== this.opts.identity) return;
       await this.client.request('PUT', `${this.path}/${encodeURIComponent(this.opts.name)}`, {
+        ...opts,
         body: {
           apiVersion: 'coordination.k8s.io/v1',
           kind: 'Lease',
@@ -200,7 +356,7 @@ export class LeaderElector {
             ...current.spec,
             holderIdentity: '',
             leaseDurationSeconds: 1,
-            renewTime: microTime(),
+            renewTime: microTime(this.wallClock()),
           },
         },
         verb: 'UPDATE',

@@ -1,0 +1,227 @@
+// The leader-election write guard at the moment a write goes on the wire:
+// GcApi's PATCH/DELETE and the Event POSTs through a real KubeClient (token
+// bucket, 429 retries) against a local HTTP server, with the elector's
+// mayWrite() as the guard. (Two real replicas against kube-apiserver:
+// test/e2e/leader-tenure.test.ts.)
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as k8s from '@kubernetes/client-node';
+import { ApiError, KubeClient, type RequestOptions } from '../api/client.ts';
+import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
+import { LeaderElector } from '../leader/lease.ts';
+import { silentLogger } from '../log.ts';
+import { apiEventRecorder } from './events.ts';
+import { GcApi, NotLeaderError } from './operations.ts';
+
+const CONFIGMAPS: ResourceInfo = {
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  kind: 'ConfigMap',
+  namespaced: true,
+  verbs: ['list', 'watch', 'delete', 'patch'],
+};
+
+const meta = (name: string): ObjectMeta => ({
+  uid: `uid-${name}`,
+  name,
+  namespace: 'ns',
+  resourceVersion: '7',
+});
+
+interface Seen {
+  method: string;
+  url: string;
+}
+
+type Handler = (
+  seen: Seen,
+  n: number,
+) => { status: number; headers?: Record<string, string>; body?: unknown };
+
+/** A plain HTTP API server stand-in that records what reached it. */
+async function serve(handler: Handler = () => ({ status: 200 })) {
+  const seen: Seen[] = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const s = { method: req.method ?? '', url: req.url ?? '' };
+      seen.push(s);
+      const answer = handler(s, seen.length);
+      res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
+      res.end(JSON.stringify(answer.body ?? {}));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { seen, url, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+async function clientFor(url: string, qps: number): Promise<KubeClient> {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: url, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return KubeClient.create(kc, { qps, burst: 1 });
+}
+
+/**
+ * A Lease API: no Lease (404), the create succeeds, and every later request
+ * hangs until aborted (or until close()).
+ */
+function leaseApiThatStopsAnswering() {
+  let calls = 0;
+  let closed = false;
+  const hung = new Set<(err: Error) => void>();
+  return {
+    request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+      calls++;
+      if (closed) return Promise.reject(new Error('closed'));
+      if (calls === 1) return Promise.reject(new ApiError(method, path, 404, '{}'));
+      if (calls === 2) return Promise.resolve({} as T);
+      return new Promise<T>((_resolve, reject) => {
+        hung.add(reject);
+        o.signal?.addEventListener('abort', () => reject(new Error(`${method} ${path}: aborted`)));
+      });
+    },
+    close(): void {
+      closed = true;
+      for (const reject of hung) reject(new Error('closed'));
+    },
+  };
+}
+
+test('a write waiting in the token bucket when the renew deadline passes never reaches the wire', async () => {
+  const srv = await serve();
+  // One request per 2.5 s: the second DELETE waits in the bucket past the 1 s renew deadline.
+  const client = await clientFor(srv.url, 0.4);
+  const lost = { at: NaN };
+  const leaseApi = leaseApiThatStopsAnswering();
+  const elector = new LeaderElector(leaseApi, silentLogger, {
+    namespace: 'ns',
+    name: 'kubegc',
+    identity: 'a',
+    leaseDurationMs: 1500,
+    renewDeadlineMs: 1000,
+    retryPeriodMs: 200,
+  });
+  try {
+    await elector.run(() => (lost.at = performance.now()));
+    const api = new GcApi(client, () => elector.mayWrite());
+    const first = api.delete(CONFIGMAPS, meta('first'), 'Background', true);
+    const queued = api.delete(CONFIGMAPS, meta('queued'), 'Background', true);
+    await expect(first).resolves.toBe('deleted');
+    await expect(queued).rejects.toBeInstanceOf(NotLeaderError);
+    expect(srv.seen.map((s) => s.url)).toEqual(['/api/v1/namespaces/ns/configmaps/first']);
+    // The lease was given up at the deadline, while its renewal was still outstanding.
+    expect(lost.at).not.toBeNaN();
+    expect(elector.mayWrite()).toBe(false);
+  } finally {
+    leaseApi.close();
+    await elector.stop();
+    client.close();
+    await srv.close();
+  }
+});
+
+test('a write waiting out a 429 Retry-After when writes stop is not retried', async () => {
+  let allowed = true;
+  const srv = await serve(() => {
+    // The API server throttles the first attempt; meanwhile this replica loses its lease.
+    allowed = false;
+    return { status: 429, headers: { 'retry-after': '1' } };
+  });
+  const client = await clientFor(srv.url, 0);
+  try {
+    const api = new GcApi(client, () => allowed);
+    await expect(
+      api.removeOwnerReferences(CONFIGMAPS, meta('dep'), ['uid-owner']),
+    ).rejects.toBeInstanceOf(NotLeaderError);
+    expect(srv.seen).toHaveLength(1);
+  } finally {
+    client.close();
+    await srv.close();
+  }
+});
+
+test('after an event-loop stall longer than the renew deadline, no write leaves, before any timer has run', async () => {
+  const srv = await serve(({ method }) =>
+    method === 'GET'
+      ? {
+          status: 200,
+          body: { metadata: { ...meta('after'), resourceVersion: '8', finalizers: ['x'] } },
+        }
+      : { status: 200 },
+  );
+  const client = await clientFor(srv.url, 0);
+  let stall = 0;
+  const elector = new LeaderElector(
+    {
+      request: <T>(method: string) =>
+        method === 'GET'
+          ? Promise.resolve({ spec: {}, metadata: { resourceVersion: '1' } } as T)
+          : Promise.resolve({} as T),
+    },
+    silentLogger,
+    {
+      namespace: 'ns',
+      name: 'kubegc',
+      identity: 'a',
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+      now: () => performance.now() + stall,
+    },
+  );
+  try {
+    await elector.run(() => undefined);
+    const api = new GcApi(client, () => elector.mayWrite());
+    await expect(api.delete(CONFIGMAPS, meta('before'), 'Background', true)).resolves.toBe(
+      'deleted',
+    );
+    // The process was stopped for longer than the renew deadline; it resumes here.
+    stall = 10_000;
+    await expect(api.delete(CONFIGMAPS, meta('after'), 'Background', true)).rejects.toBeInstanceOf(
+      NotLeaderError,
+    );
+    await expect(
+      api.removeFinalizer(CONFIGMAPS, 'ns', 'after', 'uid-after', 'x'),
+    ).rejects.toBeInstanceOf(NotLeaderError);
+    expect(srv.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      'DELETE /api/v1/namespaces/ns/configmaps/before',
+      // removeFinalizer reads first (a read is not guarded); its PATCH is refused.
+      'GET /api/v1/namespaces/ns/configmaps/after',
+    ]);
+  } finally {
+    await elector.stop();
+    client.close();
+    await srv.close();
+  }
+});
+
+test('Event POSTs pass the write guard too, and drain() waits for them', async () => {
+  let allowed = true;
+  const srv = await serve();
+  const client = await clientFor(srv.url, 0);
+  try {
+    const events = apiEventRecorder(client, silentLogger, 'host', {
+      beforeSend: () => {
+        if (!allowed) throw new NotLeaderError('not the leader');
+      },
+    });
+    const regarding = { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: 'a', uid: 'u' };
+    events.warning(regarding, 'OwnerRefInvalidNamespace', 'Delete', 'note');
+    await events.drain?.();
+    expect(srv.seen.map((s) => s.method)).toEqual(['POST']);
+    allowed = false;
+    events.warning(regarding, 'OwnerRefInvalidNamespace', 'Delete', 'note');
+    await events.drain?.();
+    expect(srv.seen).toHaveLength(1);
+  } finally {
+    client.close();
+    await srv.close();
+  }
+});

@@ -13,6 +13,7 @@ import { VERSION } from '../version.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { debugGraphRoute } from '../observability/debug-graph.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
+import { controllerProbes } from '../observability/probes.ts';
 import { startObservabilityServer } from '../observability/server.ts';
 import {
   atLeast,
@@ -180,6 +181,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     graphNodes: () => gc.graph.order,
     virtualNodes: () => gc.graph.countVirtual(),
     monitoredResources: () => gc.monitoredResources(),
+    stalledResources: () => gc.stalledInformers(),
     queues: () => [gc.deleteQueue, gc.orphanQueue],
     isLeader: writesAllowed,
   });
@@ -187,13 +189,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     metricsAddress: flags['metrics-bind-address'] as string,
     healthAddress: flags['health-probe-bind-address'] as string,
     registry: metrics.registry,
-    healthz: () => {
-      const stalled = gc.stalledInformers();
-      return stalled.length === 0
-        ? { ok: true }
-        : { ok: false, reason: `watches stalled: ${stalled.join(', ')}` };
-    },
-    readyz: () => (gc.synced ? { ok: true } : { ok: false, reason: 'initial sync not done' }),
+    ...controllerProbes(gc),
     routes: { '/debug/graph': debugGraphRoute(gc.graph) },
   });
   log.info('kubegc controller starting', {

@@ -15,6 +15,11 @@ import type { DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
 
+export type UnblockOutcome =
+  | { outcome: 'patched'; meta: ObjectMeta }
+  | { outcome: 'gone' }
+  | { outcome: 'conflict' };
+
 export class GcApi {
   readonly client: KubeClient;
   private readonly allowWrites: () => boolean;
@@ -122,11 +127,45 @@ export class GcApi {
     );
   }
 
-  /** Sets blockOwnerDeletion=false on all of the object's owner references (breaks foreground cycles). */
-  async unblockOwnerReferences(r: ResourceInfo, meta: ObjectMeta): Promise<boolean> {
-    return this.mergePatchOwnerReferences(r, meta, (refs) =>
-      refs.map((o) => (o.blockOwnerDeletion ? { ...o, blockOwnerDeletion: false } : o)),
-    );
+  /**
+   * Sets blockOwnerDeletion=false on all of the object's owner references
+   * (breaks foreground cycles): one JSON merge patch guarded by the
+   * resourceVersion the decision was made on. A conflict is handed back, not
+   * retried: the references may have changed (a new live owner), and only the
+   * caller can tell whether its decision still stands. On success, the
+   * object as the PATCH left it, so the DELETE that follows can be guarded by
+   * exactly that resourceVersion.
+   */
+  async unblockOwnerReferences(r: ResourceInfo, meta: ObjectMeta): Promise<UnblockOutcome> {
+    try {
+      const res = await this.client.request<{ metadata?: Parameters<typeof trimMeta>[0] }>(
+        'PATCH',
+        objectPath(r, meta.namespace, meta.name),
+        {
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              uid: meta.uid,
+              resourceVersion: meta.resourceVersion,
+              ownerReferences: (meta.ownerReferences ?? []).map((o) =>
+                o.blockOwnerDeletion ? { ...o, blockOwnerDeletion: false } : o,
+              ),
+            },
+          },
+          accept: METADATA_ACCEPT,
+          verb: 'PATCH',
+          beforeSend: this.beforeWrite,
+        },
+      );
+      const patched = trimMeta(res?.metadata);
+      // Without the answer's resourceVersion the DELETE could not be guarded: decide again.
+      if (!patched?.resourceVersion || patched.uid !== meta.uid) return { outcome: 'conflict' };
+      return { outcome: 'patched', meta: patched };
+    } catch (err) {
+      if (isNotFound(err)) return { outcome: 'gone' };
+      if (isConflict(err)) return { outcome: 'conflict' };
+      throw err;
+    }
   }
 
   private async mergePatchOwnerReferences(

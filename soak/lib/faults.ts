@@ -34,6 +34,8 @@ export interface FaultEnv {
   contender: Contender;
   leaseMs: number;
   log: (line: string) => void;
+  /** Makes the GC busy (a cascade), so a squeeze meets real traffic. */
+  load?: () => Promise<string>;
 }
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -279,15 +281,25 @@ export async function injectFault(
         rec.detail = `SIGSTOP ${leader.process} (pid ${leader.pid}) for ${((Date.now() - stopped) / 1000).toFixed(1)} s (lease ${env.leaseMs / 1000} s); lease then held by ${next ? `${next.process} (pid ${next.pid})` : 'nobody known'}`;
         break;
       }
-      case 'squeeze-429':
+      case 'squeeze-429': {
         await squeeze(env.admin, env.contender.gcUser);
+        const t0 = Date.now();
+        let load = '';
         try {
-          await pause(f.holdMs);
+          // API Priority and Fairness picks the new configuration up within a moment.
+          await pause(1000);
+          if (env.load)
+            load = await env
+              .load()
+              .catch((err: unknown) => `load failed: ${(err as Error).message}`);
+          const left = f.holdMs - (Date.now() - t0);
+          if (left > 0) await pause(left);
         } finally {
           await persist('removing the squeeze', () => unsqueeze(env.admin));
         }
-        rec.detail = `FlowSchema + PriorityLevelConfiguration (1 share, Reject) on user ${env.contender.gcUser} for ${(f.holdMs / 1000).toFixed(1)} s`;
+        rec.detail = `FlowSchema + PriorityLevelConfiguration (1 share, Reject) on user ${env.contender.gcUser} for ${((Date.now() - t0) / 1000).toFixed(1)} s${load ? `; ${load}` : ''}`;
         break;
+      }
       case 'crd-version-flip':
         await updateCrd(env.admin, setServed('v2', false));
         try {

@@ -162,7 +162,12 @@ export class Kube {
       accept: 'application/json',
       'user-agent': this.opts.userAgent,
     };
-    if (body !== undefined) headers['content-type'] = o.contentType ?? 'application/json';
+    if (body !== undefined) {
+      headers['content-type'] = o.contentType ?? 'application/json';
+      // Explicit: Node frames no body of a DELETE by itself, and the server would read the
+      // body as the next request on the connection.
+      headers['content-length'] = String(Buffer.byteLength(body));
+    }
     const target = this.url(path, o.query);
     try {
       const res = await new Promise<{ status: number; text: string }>((resolve, reject) => {

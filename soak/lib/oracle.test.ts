@@ -241,6 +241,19 @@ describe('I2 and I3', () => {
     const v = checkI3(s.history, resolved, GC, calls);
     expect(v).toHaveLength(1);
     expect(v[0]?.summary).toContain('deleted with Orphan');
+    // Deleted while the owner was still in foreground deletion, before it switched to Orphan: fine.
+    const early = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O', true)] }))
+      .ev('MODIFIED', cm('owner', 'O', 12, { deleting: true, finalizers: ['foregroundDeletion'] }))
+      .ev('DELETED', cm('dep', 'D', 13, { owners: [ref('owner', 'O', true)] }))
+      .ev('MODIFIED', cm('owner', 'O', 14, { deleting: true, finalizers: ['orphan'] }))
+      .ev('DELETED', cm('owner', 'O', 15, { deleting: true, finalizers: ['orphan'] }))
+      .probe(3000, 15);
+    const earlyCalls = [del('dep', 'D', 13)];
+    const earlyResolved = resolveDeletes(early.history, early.clock, earlyCalls);
+    expect(checkI3(early.history, earlyResolved, GC, earlyCalls)).toEqual([]);
+    expect(checkI1(early.history, earlyResolved, GC, earlyCalls)).toEqual([]);
     // The workload deleting it itself is fine.
     const mine = [del('dep', 'D', 14, 'soak')];
     expect(checkI3(s.history, resolveDeletes(s.history, s.clock, mine), GC, mine)).toEqual([]);

@@ -405,7 +405,8 @@ export function checkI3(
       );
       if (byOthers) continue;
       for (const d of gcDeletesOf.get(dep.uid) ?? []) {
-        if (!d.effect?.before.snap) continue;
+        // Deleted before the Orphan deletion began (say, while the owner was in foreground deletion): I1's business.
+        if (!d.effect?.before.snap || d.effect.rev < from) continue;
         const refs = d.effect.before.snap.refs;
         const onlyOrphaned =
           refs.length > 0 &&

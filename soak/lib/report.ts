@@ -137,6 +137,14 @@ function section(r: ContenderResult, o: RenderOptions): string {
         .join(', ') || 'none'
     }.`,
   );
+  const samples = Object.entries(r.workloadErrorSamples);
+  if (samples.length)
+    out.push(
+      [
+        'Examples of the failures (mostly the faults at work):',
+        ...samples.map(([k, v]) => `- ${k}: ${v}`),
+      ].join('\n'),
+    );
   out.push('### Faults');
   out.push(table(['kind', 'count'], Object.entries(countBy(r.faults, (f) => f.kind))));
   out.push(

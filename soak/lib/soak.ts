@@ -84,6 +84,7 @@ export interface ContenderResult {
   ops: Record<string, number>;
   scenarios: Record<string, number>;
   workloadErrors: Record<string, number>;
+  workloadErrorSamples: Record<string, string>;
   faults: FaultRecord[];
   /** 429 answers to the GC user's writes (the audit log records writes only). */
   throttledWrites: number;
@@ -341,6 +342,8 @@ async function runContender(
                   contender,
                   leaseMs: timing.leaseMs,
                   log: (l) => log(`${name}: ${l}`),
+                  load: () =>
+                    workload.burst(faultPrng.fork(`burst-${faults.length}`), 'soak-b', 40),
                 },
                 faultPrng.fork(`${faults.length}`),
               ),
@@ -489,6 +492,7 @@ async function runContender(
       ops: tally(workload.ops),
       scenarios: tally(workload.scenarios),
       workloadErrors: tally(workload.errors),
+      workloadErrorSamples: Object.fromEntries(workload.errorSamples),
       faults,
       throttledWrites: events.filter(
         (e) => e.user.username === gcUser && e.responseStatus?.code === 429,

@@ -68,6 +68,8 @@ export class Workload {
   readonly ops = new Map<string, number>();
   readonly scenarios = new Map<string, number>();
   readonly errors = new Map<string, number>();
+  /** The first message of each kind of error. */
+  readonly errorSamples = new Map<string, string>();
   private readonly o: WorkloadOptions;
   private readonly holds = new Map<string, { obj: Obj; at: number }>();
   private readonly inUse = new Map<string, number>();
@@ -104,10 +106,10 @@ export class Workload {
         await this.scenario(s, p.fork(`${s}-${this.names++}`), ns);
       } catch (err) {
         const status = statusOf(err);
-        this.count(
-          this.errors,
-          status === undefined ? (err as Error).message.slice(0, 80) : `HTTP ${status}`,
-        );
+        const key = status === undefined ? (err as Error).message.slice(0, 80) : `HTTP ${status}`;
+        this.count(this.errors, key);
+        if (!this.errorSamples.has(key))
+          this.errorSamples.set(key, (err as Error).message.slice(0, 300));
         // The API server may be restarting (a fault): give it a moment.
         if (status === 0) await pause(1000);
       }
@@ -331,7 +333,10 @@ export class Workload {
     while (Date.now() < until) {
       const now = Date.now();
       for (const h of [...this.holds.values()])
-        if (h.at <= now) await this.dropHold(h.obj).catch(() => undefined);
+        if (h.at <= now)
+          await this.dropHold(h.obj).catch((err: unknown) => {
+            this.count(this.errors, `release hold: HTTP ${statusOf(err) ?? '?'}`);
+          });
       await pause(500);
     }
   }
@@ -614,6 +619,21 @@ export class Workload {
           );
         }
       }
+    } finally {
+      this.release(made);
+    }
+  }
+
+  /** One owner with `n` dependents, deleted Background: a cascade for the GC (used during a squeeze). */
+  async burst(p: Prng, ns: string, n: number): Promise<string> {
+    const made: Obj[] = [];
+    try {
+      const owner = await this.create(p, 'configmaps', ns);
+      made.push(owner);
+      for (let i = 0; i < n; i++)
+        made.push(await this.create(p, p.pick(SIMPLE), ns, [this.ref(owner, p)]));
+      await this.del(owner, 'Background');
+      return `a cascade of ${n} dependents started in ${ns}`;
     } finally {
       this.release(made);
     }

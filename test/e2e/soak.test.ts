@@ -1,0 +1,40 @@
+// A short soak in CI: about 3 minutes of the seeded workload (fixed seed) with
+// kubegc alone, 2 replicas with leader election, and one of each of four
+// faults (apiserver restart, etcd compaction, leader SIGSTOP, a 429 squeeze),
+// on a control plane of its own in .cluster-soak-ci (started and torn down
+// here; the shared e2e cluster is not touched). Fails on any I1–I4 violation;
+// the full soak is `npm run soak` (soak/README.md).
+import { render } from '../../soak/lib/report.ts';
+import { runSoak } from '../../soak/lib/soak.ts';
+
+test(
+  'soak: kubegc keeps I1–I4 through a seeded workload and four faults',
+  async () => {
+    const lines: string[] = [];
+    const result = await runSoak({
+      durationMs: 180_000,
+      seed: 1,
+      contenders: ['kubegc'],
+      dir: '.cluster-soak-ci',
+      replicas: 2,
+      faults: ['apiserver-restart', 'etcd-compaction', 'leader-stop', 'squeeze-429'],
+      log: (l) => lines.push(`${new Date().toISOString()} ${l}`),
+    });
+    const r = result.results[0];
+    if (!r) throw new Error('the soak returned no result');
+    const report = render(result, { evidenceLines: 20, maxViolations: 10 }, 'CI soak');
+    const broken = r.violations.filter((v) => v.invariant !== 'I5');
+    if (broken.length) throw new Error(`${report}\n\nsoak log:\n${lines.join('\n')}`);
+    expect(broken).toEqual([]);
+    // The run really exercised the GC and the faults.
+    expect(r.faults.map((f) => f.kind).sort()).toEqual([
+      'apiserver-restart',
+      'etcd-compaction',
+      'leader-stop',
+      'squeeze-429',
+    ]);
+    expect(r.faults.filter((f) => f.error)).toEqual([]);
+    expect(r.gcDeletes.total).toBeGreaterThan(50);
+  },
+  15 * 60_000,
+);

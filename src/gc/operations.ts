@@ -16,9 +16,7 @@ import type { DeletionPropagation } from './decide.ts';
 export class NotLeaderError extends Error {}
 
 export type UnblockOutcome =
-  | { outcome: 'patched'; meta: ObjectMeta }
-  | { outcome: 'gone' }
-  | { outcome: 'conflict' };
+  { outcome: 'patched'; meta: ObjectMeta } | { outcome: 'gone' } | { outcome: 'conflict' };
 
 export class GcApi {
   readonly client: KubeClient;

@@ -64,7 +64,7 @@ function violationCount(r: ContenderResult, id: Invariant): number {
   return r.violations.filter((v) => v.invariant === id).length;
 }
 
-function summary(results: ContenderResult[]): string {
+export function summary(results: ContenderResult[]): string {
   const rows: (string | number)[][] = [
     ['workload operations', ...results.map((r) => sum(r.ops))],
     ['faults injected', ...results.map((r) => r.faults.length)],

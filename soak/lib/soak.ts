@@ -300,7 +300,7 @@ async function runContender(
       `${name}: ready (${contender.live().length} process${contender.live().length > 1 ? 'es' : ''})`,
     );
 
-    const prng = new Prng(o.seed, name === 'kubegc' ? 'workload' : 'workload');
+    const prng = new Prng(o.seed, 'workload'); // the same choices for every contender
     const workload = new Workload({
       kube: work,
       history,

@@ -4,7 +4,7 @@
 // on a control plane of its own in .cluster-soak-ci (started and torn down
 // here; the shared e2e cluster is not touched). Fails on any I1–I4 violation;
 // the full soak is `npm run soak` (soak/README.md).
-import { render } from '../../soak/lib/report.ts';
+import { render, summary } from '../../soak/lib/report.ts';
 import { runSoak } from '../../soak/lib/soak.ts';
 
 test(
@@ -23,6 +23,7 @@ test(
     const r = result.results[0];
     if (!r) throw new Error('the soak returned no result');
     const report = render(result, { evidenceLines: 20, maxViolations: 10 }, 'CI soak');
+    process.stderr.write(`\nCI soak (seed 1, 3 min, kubegc):\n${summary(result.results)}\n`);
     const broken = r.violations.filter((v) => v.invariant !== 'I5');
     if (broken.length) throw new Error(`${report}\n\nsoak log:\n${lines.join('\n')}`);
     expect(broken).toEqual([]);

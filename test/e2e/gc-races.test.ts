@@ -230,7 +230,12 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
       body: { propagationPolicy: 'Foreground' },
     });
     await waitFor('kubegc to act on the Foreground DELETE', () => Promise.resolve(switched));
-    await gc.deleteQueue.onIdle();
+    // Nothing ready or in flight (other tests' leftovers may wait in backoff; they are not D).
+    await waitFor(
+      'kubegc to finish deciding',
+      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
+      { intervalMs: 20 },
+    );
     expect(gc.graph.get(o.uid)?.deletingDependents).toBe(true); // still stale: the race was on
     const dep = await read(c, d);
     expect(dep).toBeDefined();

@@ -99,7 +99,9 @@ function sameSnap(a: Snapshot, b: Snapshot): boolean {
 export function describeSnap(s: Snapshot | undefined): string {
   if (!s) return 'gone';
   const refs = s.refs
-    .map((r) => `${r.kind}/${r.name}(${r.uid.slice(0, 8)}${r.block ? ',block' : ''})`)
+    .map(
+      (r) => `${r.apiVersion} ${r.kind}/${r.name}(${r.uid.slice(0, 8)}${r.block ? ',block' : ''})`,
+    )
     .join(' ');
   return `${s.deleting ? 'DELETING ' : ''}finalizers=[${s.finalizers.join(',')}] owners=[${refs}]`;
 }

@@ -39,6 +39,8 @@ export interface Violation {
   object: string;
   summary: string;
   evidence: string[];
+  /** When it happened (ms since the epoch), to name the faults around it. */
+  at?: number;
 }
 
 export interface ResolvedDelete {
@@ -220,6 +222,7 @@ export function checkI1(
       );
       out.push({
         invariant: 'I1',
+        at: d.call.received,
         object: objectName(dep),
         summary: `${d.call.user} deleted it while its owner ${owner.kind} ${owner.name} (uid ${short(owner.uid)}) ${
           snap.deleting ? 'was being deleted with Orphan' : 'existed and was not being deleted'
@@ -418,6 +421,7 @@ export function checkI3(
         if (!onlyOrphaned) continue;
         out.push({
           invariant: 'I3',
+          at: d.call.received,
           object: objectName(dep),
           summary: `${d.call.user} deleted it at revision ${d.effect.rev}; its only owner${refs.length > 1 ? 's were' : ' was'} deleted with Orphan (${owner.kind} ${owner.name}, uid ${short(owner.uid)}, orphan deletion from revision ${from})`,
           evidence: [

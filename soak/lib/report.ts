@@ -119,7 +119,15 @@ function section(r: ContenderResult, o: RenderOptions): string {
     if (!vs.length) continue;
     out.push(`#### ${i.id}: ${vs.length} violation${vs.length > 1 ? 's' : ''}`);
     for (const v of vs.slice(0, o.maxViolations ?? vs.length)) {
-      out.push(`- **${v.object}**: ${v.summary}`);
+      const during =
+        v.at === undefined
+          ? []
+          : r.faults.filter((f) => f.start <= (v.at as number) && (v.at as number) <= f.end);
+      const when =
+        v.at === undefined
+          ? ''
+          : ` (${at(v.at)} into the run${during.length ? `, during ${during.map((f) => `${f.kind} (${(((v.at as number) - f.start) / 1000) | 0} s in)`).join(', ')}` : ''})`;
+      out.push(`- **${v.object}**${when}: ${v.summary}`);
       const ev = v.evidence.slice(0, o.evidenceLines ?? v.evidence.length);
       if (ev.length) out.push(['  ```text', ...ev.map((l) => `  ${l}`), '  ```'].join('\n'));
     }

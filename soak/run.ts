@@ -5,6 +5,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as prettier from 'prettier';
 import { render } from './lib/report.ts';
 import { FAULT_KINDS, parseDuration, type ContenderName, type FaultKind } from './lib/schedule.ts';
 import { runSoak, type SoakOptions } from './lib/soak.ts';
@@ -128,7 +129,12 @@ async function main(): Promise<number> {
   process.stdout.write(render(result, { evidenceLines: 14, maxViolations: 10 }));
   if (cli.writeResults) {
     const file = path.join(SOAK_DIR, 'RESULTS.md');
-    await writeFile(file, render(result));
+    // Formatted as `npm run lint` (prettier --check) expects of the committed file.
+    const markdown = await prettier.format(render(result), {
+      ...((await prettier.resolveConfig(file)) ?? {}),
+      parser: 'markdown',
+    });
+    await writeFile(file, markdown);
     process.stderr.write(`soak: wrote ${file}\n`);
   }
   if (result.failed) process.stderr.write('soak: kubegc violated I1–I4 (see above)\n');

@@ -209,7 +209,7 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
   };
   // The first request kubegc makes about D or O after the Foreground DELETE:
   // before it leaves, a second DELETE switches O to Orphan (from then on the
-  // API server shows the orphan finalizer from then on).
+  // API server shows the orphan finalizer).
   let switched: string | undefined;
   intercept = async (r) => {
     const about = [d, o].find((x) => r.path.endsWith(`/namespaces/${ns}/configmaps/${x.name}`));

@@ -208,102 +208,19 @@ async function openssl(args: string[]): Promise<void> {
   }
 }
 
-/** A CA, the apiserver's serving cert, an admin client cert (system:masters), the service-account key pair. */
-async function makePki(dir: string): Promise<void> {
+/** A key and a certificate signed by the cluster CA: `outDir/name.{key,crt}`. */
+async function signCert(
+  dir: string,
+  outDir: string,
+  name: string,
+  subject: string,
+  ext: string,
+): Promise<void> {
   const p = paths(dir);
-  if (existsSync(p.saPub) && existsSync(p.adminCrt)) return;
-  await fs.mkdir(p.pki, { recursive: true });
-  await openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    p.caKey,
-    '-out',
-    p.caCrt,
-    '-days',
-    '3650',
-    '-subj',
-    '/CN=kubegc-local-ca',
-  ]);
-  const sign = async (name: string, subject: string, ext: string): Promise<void> => {
-    const key = path.join(p.pki, `${name}.key`);
-    const csr = path.join(p.pki, `${name}.csr`);
-    const extFile = path.join(p.pki, `${name}.ext`);
-    await fs.writeFile(extFile, ext);
-    await openssl([
-      'req',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      csr,
-      '-subj',
-      subject,
-    ]);
-    await openssl([
-      'x509',
-      '-req',
-      '-in',
-      csr,
-      '-CA',
-      p.caCrt,
-      '-CAkey',
-      p.caKey,
-      '-CAcreateserial',
-      '-out',
-      path.join(p.pki, `${name}.crt`),
-      '-days',
-      '3650',
-      '-extfile',
-      extFile,
-    ]);
-  };
-  await sign(
-    'apiserver',
-    '/CN=kube-apiserver',
-    'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
-      'extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
-  );
-  await sign(
-    'admin',
-    '/O=system:masters/CN=admin',
-    'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
-  );
-  await openssl(['genrsa', '-out', p.saKey, '2048']);
-  await openssl(['rsa', '-in', p.saKey, '-pubout', '-out', p.saPub]);
-}
-
-/**
- * A kubeconfig for a user of its own (client certificate CN=user, O=group...
- * signed by the cluster CA), so that the audit log, RBAC and API Priority and
- * Fairness can tell its requests apart (system:masters is exempt from APF).
- * The caller grants it what it needs. Idempotent.
- */
-export async function userKubeconfig(
-  cluster: Cluster,
-  user: string,
-  groups: string[] = [],
-): Promise<string> {
-  const p = paths(cluster.dir);
-  const safe = user.replace(/[^A-Za-z0-9_.-]/g, '_');
-  const dir = path.join(cluster.dir, 'users');
-  const file = path.join(dir, `${safe}.kubeconfig`);
-  if (existsSync(file)) return file;
-  await fs.mkdir(dir, { recursive: true });
-  const key = path.join(dir, `${safe}.key`);
-  const csr = path.join(dir, `${safe}.csr`);
-  const crt = path.join(dir, `${safe}.crt`);
-  const ext = path.join(dir, `${safe}.ext`);
-  const subject = [...groups.map((g) => `/O=${g}`), `/CN=${user}`].join('');
-  await fs.writeFile(
-    ext,
-    'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
-  );
+  const key = path.join(outDir, `${name}.key`);
+  const csr = path.join(outDir, `${name}.csr`);
+  const extFile = path.join(outDir, `${name}.ext`);
+  await fs.writeFile(extFile, ext);
   await openssl([
     'req',
     '-newkey',
@@ -327,31 +244,75 @@ export async function userKubeconfig(
     p.caKey,
     '-CAcreateserial',
     '-out',
-    crt,
+    path.join(outDir, `${name}.crt`),
     '-days',
     '3650',
     '-extfile',
-    ext,
+    extFile,
   ]);
-  const b64 = async (f: string): Promise<string> => (await fs.readFile(f)).toString('base64');
-  const config = {
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [
-      {
-        name: 'kubegc-local',
-        cluster: { server: cluster.server, 'certificate-authority-data': await b64(p.caCrt) },
-      },
-    ],
-    users: [
-      {
-        name: user,
-        user: { 'client-certificate-data': await b64(crt), 'client-key-data': await b64(key) },
-      },
-    ],
-    contexts: [{ name: 'kubegc-local', context: { cluster: 'kubegc-local', user } }],
-    'current-context': 'kubegc-local',
-  };
+}
+
+const CLIENT_CERT_EXT = 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n';
+
+/** A CA, the apiserver's serving cert, an admin client cert (system:masters), the service-account key pair. */
+async function makePki(dir: string): Promise<void> {
+  const p = paths(dir);
+  if (existsSync(p.saPub) && existsSync(p.adminCrt)) return;
+  await fs.mkdir(p.pki, { recursive: true });
+  await openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    p.caKey,
+    '-out',
+    p.caCrt,
+    '-days',
+    '3650',
+    '-subj',
+    '/CN=kubegc-local-ca',
+  ]);
+  const sign = (name: string, subject: string, ext: string): Promise<void> =>
+    signCert(dir, p.pki, name, subject, ext);
+  await sign(
+    'apiserver',
+    '/CN=kube-apiserver',
+    'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
+      'extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
+  );
+  await sign('admin', '/O=system:masters/CN=admin', CLIENT_CERT_EXT);
+  await openssl(['genrsa', '-out', p.saKey, '2048']);
+  await openssl(['rsa', '-in', p.saKey, '-pubout', '-out', p.saPub]);
+}
+
+/**
+ * A kubeconfig for a user of its own (client certificate CN=user, O=group...
+ * signed by the cluster CA), so that the audit log, RBAC and API Priority and
+ * Fairness can tell its requests apart (system:masters is exempt from APF).
+ * The caller grants it what it needs. Idempotent.
+ */
+export async function userKubeconfig(
+  cluster: Cluster,
+  user: string,
+  groups: string[] = [],
+): Promise<string> {
+  const p = paths(cluster.dir);
+  const safe = user.replace(/[^A-Za-z0-9_.-]/g, '_');
+  const dir = path.join(cluster.dir, 'users');
+  const file = path.join(dir, `${safe}.kubeconfig`);
+  if (existsSync(file)) return file;
+  await fs.mkdir(dir, { recursive: true });
+  const subject = [...groups.map((g) => `/O=${g}`), `/CN=${user}`].join('');
+  await signCert(cluster.dir, dir, safe, subject, CLIENT_CERT_EXT);
+  const config = await kubeconfigFor(
+    cluster.server,
+    p.caCrt,
+    user,
+    path.join(dir, `${safe}.crt`),
+    path.join(dir, `${safe}.key`),
+  );
   await fs.writeFile(`${file}.tmp`, JSON.stringify(config, null, 2), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);
   return file;
@@ -380,30 +341,41 @@ export async function grantClusterAdmin(cluster: Cluster, user: string): Promise
     throw new ControlPlaneError(`binding ${user} to cluster-admin: ${res.status} ${res.body}`);
 }
 
-async function writeKubeconfig(dir: string, server: string): Promise<void> {
-  const p = paths(dir);
+/** A kubeconfig (JSON, which is valid YAML) with one cluster, one client-certificate user. */
+async function kubeconfigFor(
+  server: string,
+  caCrt: string,
+  user: string,
+  crt: string,
+  key: string,
+): Promise<object> {
   const b64 = async (f: string): Promise<string> => (await fs.readFile(f)).toString('base64');
-  const config = {
+  return {
     apiVersion: 'v1',
     kind: 'Config',
     clusters: [
       {
         name: 'kubegc-local',
-        cluster: { server, 'certificate-authority-data': await b64(p.caCrt) },
+        cluster: { server, 'certificate-authority-data': await b64(caCrt) },
       },
     ],
     users: [
       {
-        name: 'admin',
+        name: user,
         user: {
-          'client-certificate-data': await b64(p.adminCrt),
-          'client-key-data': await b64(p.adminKey),
+          'client-certificate-data': await b64(crt),
+          'client-key-data': await b64(key),
         },
       },
     ],
-    contexts: [{ name: 'kubegc-local', context: { cluster: 'kubegc-local', user: 'admin' } }],
+    contexts: [{ name: 'kubegc-local', context: { cluster: 'kubegc-local', user } }],
     'current-context': 'kubegc-local',
   };
+}
+
+async function writeKubeconfig(dir: string, server: string): Promise<void> {
+  const p = paths(dir);
+  const config = await kubeconfigFor(server, p.caCrt, 'admin', p.adminCrt, p.adminKey);
   // JSON is valid YAML; kubectl and client-node both read it.
   await fs.writeFile(p.kubeconfig, JSON.stringify(config, null, 2), { mode: 0o600 });
 }

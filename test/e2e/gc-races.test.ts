@@ -145,52 +145,43 @@ async function xDecided(x: Ref, a: Ref): Promise<k8s.KubernetesObject | undefine
 }
 
 describe('item 1: the cycle breaker', () => {
-  test('a live owner added before its unblock PATCH (409): X is decided again and kept', async () => {
-    const ns = await testNamespace(c.core, 'race-unblock');
-    const { a, b, x } = await cycle(ns);
-    let raced = false;
-    intercept = async (r) => {
-      if (raced || r.method !== 'PATCH' || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))
-        return;
-      if (!JSON.stringify(r.body).includes('"blockOwnerDeletion":false')) return;
-      raced = true;
-      await adopt(ns, 'x', b);
-    };
-    await c.core.deleteNamespacedConfigMap({
-      name: 'a',
-      namespace: ns,
-      body: { propagationPolicy: 'Foreground' },
-    });
+  // Where the controller's change lands: before the unblock PATCH (the PATCH
+  // gets a 409), or between the PATCH and the DELETE (the DELETE gets one).
+  const RACES = [
+    {
+      when: 'before its unblock PATCH',
+      method: 'PATCH',
+      isTheWrite: (r: InterceptedRequest) =>
+        JSON.stringify(r.body).includes('"blockOwnerDeletion":false'),
+    },
+    { when: 'between the unblock PATCH and the DELETE', method: 'DELETE', isTheWrite: () => true },
+  ];
+  test.each(RACES)(
+    'a live owner added $when (409): X is decided again and kept',
+    async ({ method, isTheWrite }) => {
+      const ns = await testNamespace(c.core, `race-unblock-${method.toLowerCase()}`);
+      const { a, b, x } = await cycle(ns);
+      let raced = false;
+      intercept = async (r) => {
+        if (raced || r.method !== method || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))
+          return;
+        if (!isTheWrite(r)) return;
+        raced = true;
+        await adopt(ns, 'x', b);
+      };
+      await c.core.deleteNamespacedConfigMap({
+        name: 'a',
+        namespace: ns,
+        body: { propagationPolicy: 'Foreground' },
+      });
 
-    const decided = await xDecided(x, a);
-    expect(raced).toBe(true);
-    expect(decided?.metadata?.deletionTimestamp).toBeUndefined();
-    expect(await ownerUids(x)).toEqual([b.uid]);
-    await release(ns, 'z');
-  });
-
-  test('a live owner added between the unblock PATCH and the DELETE (409): X is decided again and kept', async () => {
-    const ns = await testNamespace(c.core, 'race-unblock-del');
-    const { a, b, x } = await cycle(ns);
-    let raced = false;
-    intercept = async (r) => {
-      if (raced || r.method !== 'DELETE' || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))
-        return;
-      raced = true;
-      await adopt(ns, 'x', b);
-    };
-    await c.core.deleteNamespacedConfigMap({
-      name: 'a',
-      namespace: ns,
-      body: { propagationPolicy: 'Foreground' },
-    });
-
-    const decided = await xDecided(x, a);
-    expect(raced).toBe(true);
-    expect(decided?.metadata?.deletionTimestamp).toBeUndefined();
-    expect(await ownerUids(x)).toEqual([b.uid]);
-    await release(ns, 'z');
-  });
+      const decided = await xDecided(x, a);
+      expect(raced).toBe(true);
+      expect(decided?.metadata?.deletionTimestamp).toBeUndefined();
+      expect(await ownerUids(x)).toEqual([b.uid]);
+      await release(ns, 'z');
+    },
+  );
 });
 
 test('item 5: an owner switched from Foreground to Orphan that the graph still shows waiting: its dependent is orphaned, not deleted', async () => {

@@ -131,6 +131,20 @@ export class History {
     return { streams: [...this.streams.values()], objects: [...this.objects.values()] };
   }
 
+  /** A history read back from --dump output (Infinity was written as null). */
+  static fromJSON(json: { streams: Stream[]; objects: ObjectHistory[] }): History {
+    const h = new History();
+    for (const s of json.streams) h.streams.set(s.resource, s);
+    for (const rec of json.objects) {
+      for (const seg of rec.segments) seg.knownThrough ??= Number.POSITIVE_INFINITY;
+      h.objects.set(rec.uid, rec);
+      const set = h.byResource.get(rec.resource) ?? new Set<string>();
+      set.add(rec.uid);
+      h.byResource.set(rec.resource, set);
+    }
+    return h;
+  }
+
   streamStats(): { resource: string; relists: number; coveredThrough: number }[] {
     return [...this.streams.values()].map((s) => ({
       resource: s.resource,
@@ -402,6 +416,19 @@ export class RevisionClock {
 
   toJSON(): unknown {
     return { lowT: this.lowT, lowR: this.lowR, upT: this.upT, upR: this.upR };
+  }
+
+  static fromJSON(json: {
+    lowT: number[];
+    lowR: number[];
+    upT: number[];
+    upR: number[];
+  }): RevisionClock {
+    const c = new RevisionClock();
+    c.lowT.push(...json.lowT);
+    c.lowR.push(...json.lowR);
+    json.upT.forEach((t, i) => c.sentBefore(t, json.upR[i] as number));
+    return c;
   }
 
   /** rev(t) >= this. */

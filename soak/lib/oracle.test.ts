@@ -57,6 +57,18 @@ class Scenario {
     this.clock.write(rev * 100 - 1, rev * 100 + 5, rev);
     return this;
   }
+  /** A watch bookmark: nothing changed in the stream up to `rev`. */
+  bookmark(rev: number): this {
+    this.history.event(
+      CM,
+      {
+        type: 'BOOKMARK',
+        object: { metadata: { name: '', uid: '', resourceVersion: String(rev) } },
+      },
+      rev * 100,
+    );
+    return this;
+  }
   /** A probe of the current revision (the clock's upper bound after `t`). */
   probe(t: number, rev: number): this {
     this.clock.probe(t, t + 1, rev);
@@ -194,6 +206,37 @@ describe('I1', () => {
     expect(resolved[0]?.status).toBe('ambiguous');
     expect(checkI1(s.history, resolved, GC, calls)).toEqual([]);
   });
+});
+
+test('I1: a delete that writes nothing (the object already being deleted) is judged over its window', () => {
+  const build = (ownerGone: boolean): Scenario => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev(
+        'ADDED',
+        cm('dep', 'D', 11, { owners: [ref('owner', 'O')], finalizers: ['soak.kubegc.io/hold'] }),
+      )
+      .ev(
+        'MODIFIED',
+        cm('dep', 'D', 12, {
+          owners: [ref('owner', 'O')],
+          finalizers: ['soak.kubegc.io/hold'],
+          deleting: true,
+        }),
+      );
+    if (ownerGone) s.ev('DELETED', cm('owner', 'O', 13));
+    // The GC's DELETE arrives at about revision 20 and changes nothing.
+    return s.probe(1995, 20).probe(2030, 20).bookmark(25);
+  };
+  const call = { ...del('dep', 'D', 20), received: 2000, completed: 2010 };
+  const alive = build(false);
+  const r = resolveDeletes(alive.history, alive.clock, [call]);
+  expect(r[0]?.status).toBe('window');
+  expect(checkI1(alive.history, r, GC, [call])).toHaveLength(1);
+  const gone = build(true);
+  expect(
+    checkI1(gone.history, resolveDeletes(gone.history, gone.clock, [call]), GC, [call]),
+  ).toEqual([]);
 });
 
 describe('I2 and I3', () => {

@@ -72,8 +72,10 @@ function sameTarget(call: DeleteCall, rec: ObjectHistory): boolean {
 
 /** The revision window [lo, hi] in which a request took effect. */
 export function windowOf(clock: RevisionClock, call: DeleteCall): [number, number] {
-  // A few ms of slack for clock granularity (audit: µs, local: ms).
-  return [clock.lowerBound(call.received - 3) + 1, clock.upperBound(call.completed + 3)];
+  // From the revision seen when it was received (a DELETE of an object already being
+  // deleted may write nothing) to the one when it had completed; a few ms of slack for
+  // clock granularity (audit: µs, local: ms).
+  return [clock.lowerBound(call.received - 3), clock.upperBound(call.completed + 3)];
 }
 
 /**
@@ -119,12 +121,13 @@ export function resolveDeletes(
     const start = history.deletionStart(rec);
     let effect: ResolvedDelete['effect'];
     let status: ResolvedDelete['status'] = 'window';
-    if (start?.exact && start.rev >= lo && start.rev <= hi) {
+    // A change this request made comes after the revision seen when it arrived.
+    if (start?.exact && start.rev > lo && start.rev <= hi) {
       // Did someone else's DELETE of the same object possibly take effect at that revision?
       const rival = successful.some((o) => {
         if (o === call || o.user === call.user || !sameTarget(o, rec)) return false;
         const [olo, ohi] = windowOf(clock, o);
-        return start.rev >= olo && start.rev <= ohi;
+        return start.rev > olo && start.rev <= ohi;
       });
       if (rival) status = 'ambiguous';
       else {

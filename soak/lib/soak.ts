@@ -190,15 +190,19 @@ function causeOf(
   faults: FaultRecord[],
   leaseMs: number,
 ): string | undefined {
-  for (const f of faults) {
-    if (f.pids.includes(exit.pid) && exit.at >= f.start) {
-      // A stopped leader exits once resumed, when it finds its lease gone.
-      if (f.kind === 'gc-kill' || f.kind === 'leader-stop') return f.kind;
-    }
-    if (f.kind === 'apiserver-restart' && exit.at >= f.start && exit.at <= f.end + leaseMs + 10_000)
-      return f.kind;
-  }
-  return undefined;
+  // The fault that killed or stopped this very process (a stopped leader exits once
+  // resumed, when it finds its lease gone), else an apiserver restart around the exit.
+  const own = faults.find(
+    (f) =>
+      f.pids.includes(exit.pid) &&
+      exit.at >= f.start &&
+      (f.kind === 'gc-kill' || f.kind === 'leader-stop'),
+  );
+  if (own) return own.kind;
+  return faults.find(
+    (f) =>
+      f.kind === 'apiserver-restart' && exit.at >= f.start && exit.at <= f.end + leaseMs + 10_000,
+  )?.kind;
 }
 
 async function runContender(

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { ApiError, KubeClient } from './client.ts';
+import { ApiError, isObjectNotFound, KubeClient } from './client.ts';
 
 let dir: string;
 let tls: { key: Buffer; cert: Buffer };
@@ -207,4 +207,28 @@ test('an exception thrown by a watch line handler rejects the stream instead of 
     },
     () => ({ status: 200, body: '{"n":1}\n{"n":2}\n' }),
   );
+});
+
+describe('isObjectNotFound', () => {
+  const notFound = (body: unknown): ApiError =>
+    new ApiError('GET', '/apis/g/v2/namespaces/n/things/a', 404, JSON.stringify(body));
+  test('a 404 whose Status names the object says the object is gone', () => {
+    const err = notFound({
+      kind: 'Status',
+      reason: 'NotFound',
+      details: { name: 'a', kind: 'things' },
+    });
+    expect(isObjectNotFound(err, 'a')).toBe(true);
+    expect(isObjectNotFound(err, 'b')).toBe(false);
+  });
+  test('a 404 for the path (a version no longer served) says nothing about the object', () => {
+    const err = notFound({
+      kind: 'Status',
+      reason: 'NotFound',
+      message: 'the server could not find the requested resource',
+      details: {},
+    });
+    expect(isObjectNotFound(err, 'a')).toBe(false);
+    expect(isObjectNotFound(new ApiError('GET', '/x', 404, 'page not found'), 'a')).toBe(false);
+  });
 });

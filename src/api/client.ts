@@ -84,6 +84,23 @@ export class ApiError extends Error {
 export function isNotFound(err: unknown): boolean {
   return err instanceof ApiError && err.status === 404;
 }
+
+/**
+ * A 404 that says THIS object does not exist: the Status names it
+ * (`details.name`). A 404 for the path itself ("the server could not find the
+ * requested resource": a version no longer served, a CRD being updated, an
+ * aggregated API gone) says nothing about the object, and a garbage collector
+ * that took it for "the owner is gone" would delete live objects' dependents.
+ */
+export function isObjectNotFound(err: unknown, name: string): boolean {
+  if (!(err instanceof ApiError) || err.status !== 404) return false;
+  try {
+    const s = JSON.parse(err.body) as { details?: { name?: string } };
+    return s.details?.name === name;
+  } catch {
+    return false;
+  }
+}
 export function isConflict(err: unknown): boolean {
   return err instanceof ApiError && err.status === 409;
 }

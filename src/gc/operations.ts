@@ -6,7 +6,7 @@ import {
   ApiError,
   METADATA_ACCEPT,
   isConflict,
-  isNotFound,
+  isObjectNotFound,
   type KubeClient,
 } from '../api/client.ts';
 import { objectPath, type ObjectMeta, type ResourceInfo } from '../api/resources.ts';
@@ -55,7 +55,7 @@ export class GcApi {
       );
       return trimMeta(obj.metadata);
     } catch (err) {
-      if (isNotFound(err)) return undefined;
+      if (isObjectNotFound(err, name)) return undefined;
       throw err;
     }
   }
@@ -81,7 +81,7 @@ export class GcApi {
       });
       return 'deleted';
     } catch (err) {
-      if (isNotFound(err)) return 'gone';
+      if (isObjectNotFound(err, meta.name)) return 'gone';
       if (isConflict(err)) return 'conflict';
       throw err;
     }
@@ -114,7 +114,7 @@ export class GcApi {
       });
       return true;
     } catch (err) {
-      if (isNotFound(err)) return false;
+      if (isObjectNotFound(err, target.name)) return false;
       if (!(err instanceof ApiError && err.status === 415)) throw err;
     }
     // The merge patch replaces the whole list: compute it from a fresh read.
@@ -160,7 +160,7 @@ export class GcApi {
       if (!patched?.resourceVersion || patched.uid !== meta.uid) return { outcome: 'conflict' };
       return { outcome: 'patched', meta: patched };
     } catch (err) {
-      if (isNotFound(err)) return { outcome: 'gone' };
+      if (isObjectNotFound(err, meta.name)) return { outcome: 'gone' };
       if (isConflict(err)) return { outcome: 'conflict' };
       throw err;
     }
@@ -191,7 +191,7 @@ export class GcApi {
         });
         return true;
       } catch (err) {
-        if (isNotFound(err)) return false;
+        if (isObjectNotFound(err, current.name)) return false;
         if (!isConflict(err)) throw err;
         const fresh: ObjectMeta | undefined = await this.getMeta(
           r,
@@ -238,7 +238,7 @@ export class GcApi {
         });
         return;
       } catch (err) {
-        if (isNotFound(err)) return;
+        if (isObjectNotFound(err, name)) return;
         if (!isConflict(err)) throw err;
       }
     }

@@ -15,6 +15,7 @@ import {
   clients,
   e2eCluster,
   exists,
+  statusOf,
   kubeConfig,
   testNamespace,
   waitFor,
@@ -342,6 +343,101 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
 
     await waitFor('the dependent to be collected', () => isGone(c, d), { timeoutMs: 30_000 });
     expect(raced).toBe(true);
+  } finally {
+    await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
+  }
+});
+
+// Found by the soak (crd-version-flip): a GET of an owner through a version
+// the server no longer serves answers a 404 that names no object ("the server
+// could not find the requested resource"). It says nothing about the owner;
+// kube-controller-manager's GC takes it for "gone" and deletes the dependent.
+test('an owner referenced through a version no longer served (404 for the path, not the object): its dependent is kept', async () => {
+  const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
+  const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  const group = 'unserved.kubegc.io';
+  const suffix = Date.now().toString(36);
+  const plural = `things${suffix}`;
+  const kind = `Thing${suffix}`;
+  const schema = {
+    openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+  };
+  const crdName = `${plural}.${group}`;
+  await ext.createCustomResourceDefinition({
+    body: {
+      metadata: { name: crdName },
+      spec: {
+        group,
+        scope: 'Namespaced',
+        names: { plural, singular: plural, kind },
+        versions: [
+          { name: 'v1', served: true, storage: true, schema },
+          { name: 'v2', served: true, storage: false, schema },
+        ],
+      },
+    },
+  });
+  try {
+    await waitFor('kubegc to know v2 of the custom resource', async () => {
+      await gc.runDiscovery();
+      return gc.informers.get(`${plural}.${group}`)?.synced;
+    });
+    const ns = await testNamespace(c.core, 'race-unserved');
+    const created = (await custom.createNamespacedCustomObject({
+      group,
+      version: 'v1',
+      namespace: ns,
+      plural,
+      body: { apiVersion: `${group}/v1`, kind, metadata: { name: 'owner' } },
+    })) as k8s.KubernetesObject;
+    // The dependent names its owner in v2.
+    const owner: Ref = {
+      apiVersion: `${group}/v2`,
+      kind,
+      name: 'owner',
+      uid: created.metadata?.uid ?? '',
+      namespace: ns,
+    };
+    const d = await configMap(c, ns, 'dependent', [ownerRef(owner)]);
+    await observed(owner, d);
+    // v2 stops being served; kubegc's discovery has not run since (its mapper still has v2).
+    await ext.patchCustomResourceDefinition(
+      { name: crdName, body: [{ op: 'replace', path: '/spec/versions/1/served', value: false }] },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
+    );
+    await waitFor('v2 to answer 404 for the path', async () => {
+      try {
+        await custom.getNamespacedCustomObject({
+          group,
+          version: 'v2',
+          namespace: ns,
+          plural,
+          name: 'owner',
+        });
+        return false;
+      } catch (err) {
+        return statusOf(err) === 404;
+      }
+    });
+    let asked = 0;
+    intercept = (r) => {
+      if (
+        r.method === 'GET' &&
+        r.path.endsWith(`/apis/${group}/v2/namespaces/${ns}/${plural}/owner`)
+      )
+        asked++;
+      return Promise.resolve();
+    };
+    gc.deleteQueue.add(d.uid);
+    await waitFor('kubegc to read the owner through v2', () => Promise.resolve(asked > 0));
+    await waitFor(
+      'kubegc to finish deciding',
+      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
+      { intervalMs: 20 },
+    );
+    const dep = await read(c, d);
+    expect(dep).toBeDefined();
+    expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
   } finally {
     await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
   }

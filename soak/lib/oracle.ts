@@ -446,13 +446,21 @@ export interface Collection {
   latencyMs: number;
 }
 
-/** Time from the last owner gone to the dependent gone, for every GC deletion whose owners were all gone. */
+/**
+ * Time from the last owner gone to the dependent gone (or deleted, when only other
+ * finalizers than the GC's hold it), for every GC deletion whose owners were all gone.
+ */
 export function collections(history: History, resolved: readonly ResolvedDelete[]): Collection[] {
   const out: Collection[] = [];
   const seen = new Set<string>();
   for (const d of resolved) {
     if (!d.rec || !d.effect?.before.snap || seen.has(d.rec.uid)) continue;
-    const depGone = history.gone(d.rec);
+    // Gone; or, when only someone else's finalizers hold it (the workload's hold, a Job's pod
+    // tracking), from when the GC's delete took effect: their wait is not the GC's.
+    const after = d.effect.after.snap;
+    const heldByOthers =
+      after !== undefined && !after.finalizers.some((f) => f === ORPHAN || f === FOREGROUND);
+    const depGone = heldByOthers ? d.effect.after : history.gone(d.rec);
     if (!depGone?.viaWatch) continue;
     let last = 0;
     let allGone = d.effect.before.snap.refs.length > 0;

@@ -320,12 +320,18 @@ export class Workload {
   }
 
   private async dropHold(o: Obj): Promise<void> {
-    this.holds.delete(o.uid);
-    await this.edit(o, 'release hold', (m) => {
-      if (!m.finalizers.includes(HOLD)) return false;
-      m.finalizers = m.finalizers.filter((f) => f !== HOLD);
-      return true;
-    });
+    try {
+      await this.edit(o, 'release hold', (m) => {
+        if (!m.finalizers.includes(HOLD)) return false;
+        m.finalizers = m.finalizers.filter((f) => f !== HOLD);
+        return true;
+      });
+      this.holds.delete(o.uid);
+    } catch (err) {
+      // The API server may be away (a fault): try again in a second.
+      this.holds.set(o.uid, { obj: o, at: Date.now() + 1000 });
+      throw err;
+    }
   }
 
   /** Releases hold finalizers when due, until `until`. */

@@ -752,6 +752,8 @@ export async function down(dirArg: string): Promise<Component[]> {
   await fs.rm(p.pki, { recursive: true, force: true });
   await fs.rm(p.kubeconfig, { force: true });
   await fs.rm(p.state, { force: true });
+  // Users' certificates and kubeconfigs belong to this cluster's CA and port.
+  await fs.rm(path.join(dir, 'users'), { recursive: true, force: true });
   return stopped;
 }
 

@@ -126,6 +126,12 @@ export interface RequestOptions {
    * token bucket or a Retry-After sleep and then leaves after the lease is gone.
    */
   beforeSend?: () => void;
+  /**
+   * Retry a 429 (or a 5xx with Retry-After) after the time the server asks,
+   * as client-go does (default true). False for a write whose decision may
+   * not survive the wait: the caller gets the ApiError and decides again.
+   */
+  retryThrottled?: boolean;
 }
 
 const MAX_THROTTLE_RETRIES = 10;
@@ -275,7 +281,11 @@ export class KubeClient {
       this.opts.onRequest?.(verb, status);
       if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
       const retryAfter = Number(answer.retryAfter);
-      if ((status === 429 || (status >= 500 && retryAfter > 0)) && attempt < MAX_THROTTLE_RETRIES) {
+      if (
+        (status === 429 || (status >= 500 && retryAfter > 0)) &&
+        attempt < MAX_THROTTLE_RETRIES &&
+        o.retryThrottled !== false
+      ) {
         await sleep(
           (Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 1) * 1000,
           o.signal,

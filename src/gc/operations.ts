@@ -77,6 +77,10 @@ export class GcApi {
       await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: policy, preconditions },
         verb: 'DELETE',
+        // A throttled DELETE is not re-sent seconds later on a decision made
+        // before the wait (an owner may have been switched to Orphan since):
+        // the 429 goes back to the work queue and the object is decided again.
+        retryThrottled: false,
         beforeSend: this.beforeWrite,
       });
       return 'deleted';

@@ -225,3 +225,18 @@ test('Event POSTs pass the write guard too, and drain() waits for them', async (
     await srv.close();
   }
 });
+
+test('a DELETE answered 429 is not re-sent on the old decision: the caller gets the error and decides again', async () => {
+  const srv = await serve(() => ({ status: 429, headers: { 'retry-after': '1' } }));
+  const client = await clientFor(srv.url, 0);
+  try {
+    const api = new GcApi(client, () => true);
+    await expect(api.delete(CONFIGMAPS, meta('dep'), 'Background', true)).rejects.toMatchObject({
+      status: 429,
+    });
+    expect(srv.seen).toHaveLength(1);
+  } finally {
+    client.close();
+    await srv.close();
+  }
+});

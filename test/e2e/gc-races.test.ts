@@ -247,13 +247,13 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
   );
 });
 
-test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
+/** A namespaced CRD with versions v1 (storage) and v2 (served or not), named uniquely for this run. */
+async function twoVersionCrd(group: string, kindPrefix: string, v2Served: boolean) {
   const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
   const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
-  const group = 'races.kubegc.io';
   const suffix = Date.now().toString(36);
-  const plural = `racers${suffix}`;
-  const kind = `Racer${suffix}`;
+  const plural = `${kindPrefix.toLowerCase()}s${suffix}`;
+  const kind = `${kindPrefix}${suffix}`;
   const schema = {
     openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
   };
@@ -267,11 +267,20 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
         names: { plural, singular: plural, kind },
         versions: [
           { name: 'v1', served: true, storage: true, schema },
-          { name: 'v2', served: false, storage: false, schema },
+          { name: 'v2', served: v2Served, storage: false, schema },
         ],
       },
     },
   });
+  return { ext, custom, group, plural, kind, crdName };
+}
+
+test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
+  const { ext, custom, group, plural, kind, crdName } = await twoVersionCrd(
+    'races.kubegc.io',
+    'Racer',
+    false,
+  );
   const key = `${plural}.${group}`;
   try {
     // Discovery may lag the CRD's creation by a moment; run it until the resource is watched.
@@ -353,30 +362,11 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
 // could not find the requested resource"). It says nothing about the owner;
 // kube-controller-manager's GC takes it for "gone" and deletes the dependent.
 test('an owner referenced through a version no longer served (404 for the path, not the object): its dependent is kept', async () => {
-  const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
-  const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
-  const group = 'unserved.kubegc.io';
-  const suffix = Date.now().toString(36);
-  const plural = `things${suffix}`;
-  const kind = `Thing${suffix}`;
-  const schema = {
-    openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
-  };
-  const crdName = `${plural}.${group}`;
-  await ext.createCustomResourceDefinition({
-    body: {
-      metadata: { name: crdName },
-      spec: {
-        group,
-        scope: 'Namespaced',
-        names: { plural, singular: plural, kind },
-        versions: [
-          { name: 'v1', served: true, storage: true, schema },
-          { name: 'v2', served: true, storage: false, schema },
-        ],
-      },
-    },
-  });
+  const { ext, custom, group, plural, kind, crdName } = await twoVersionCrd(
+    'unserved.kubegc.io',
+    'Thing',
+    true,
+  );
   try {
     await waitFor('kubegc to know v2 of the custom resource', async () => {
       await gc.runDiscovery();

@@ -275,6 +275,34 @@ async function twoVersionCrd(group: string, kindPrefix: string, v2Served: boolea
   return { ext, custom, group, plural, kind, crdName };
 }
 
+/** A custom resource "owner" (stored as v1) and a ConfigMap naming it in `refVersion`, both observed. */
+async function ownerAndDependent(
+  group: string,
+  plural: string,
+  kind: string,
+  ns: string,
+  refVersion: string,
+): Promise<{ owner: Ref; d: Ref }> {
+  const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  const created = (await custom.createNamespacedCustomObject({
+    group,
+    version: 'v1',
+    namespace: ns,
+    plural,
+    body: { apiVersion: `${group}/v1`, kind, metadata: { name: 'owner' } },
+  })) as k8s.KubernetesObject;
+  const owner: Ref = {
+    apiVersion: `${group}/${refVersion}`,
+    kind,
+    name: 'owner',
+    uid: created.metadata?.uid ?? '',
+    namespace: ns,
+  };
+  const d = await configMap(c, ns, 'dependent', [ownerRef(owner)]);
+  await observed(owner, d);
+  return { owner, d };
+}
+
 test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
   const { ext, custom, group, plural, kind, crdName } = await twoVersionCrd(
     'races.kubegc.io',
@@ -290,22 +318,7 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
       return inf?.resource.version === 'v1' && inf.synced;
     });
     const ns = await testNamespace(c.core, 'race-swap');
-    const created = (await custom.createNamespacedCustomObject({
-      group,
-      version: 'v1',
-      namespace: ns,
-      plural,
-      body: { apiVersion: `${group}/v1`, kind, metadata: { name: 'owner' } },
-    })) as k8s.KubernetesObject;
-    const owner: Ref = {
-      apiVersion: `${group}/v1`,
-      kind,
-      name: 'owner',
-      uid: created.metadata?.uid ?? '',
-      namespace: ns,
-    };
-    const d = await configMap(c, ns, 'dependent', [ownerRef(owner)]);
-    await observed(owner, d);
+    const { d } = await ownerAndDependent(group, plural, kind, ns, 'v1');
 
     // v2 becomes the preferred version: the next discovery replaces the informer.
     await ext.patchCustomResourceDefinition(
@@ -373,23 +386,8 @@ test('an owner referenced through a version no longer served (404 for the path, 
       return gc.informers.get(`${plural}.${group}`)?.synced;
     });
     const ns = await testNamespace(c.core, 'race-unserved');
-    const created = (await custom.createNamespacedCustomObject({
-      group,
-      version: 'v1',
-      namespace: ns,
-      plural,
-      body: { apiVersion: `${group}/v1`, kind, metadata: { name: 'owner' } },
-    })) as k8s.KubernetesObject;
     // The dependent names its owner in v2.
-    const owner: Ref = {
-      apiVersion: `${group}/v2`,
-      kind,
-      name: 'owner',
-      uid: created.metadata?.uid ?? '',
-      namespace: ns,
-    };
-    const d = await configMap(c, ns, 'dependent', [ownerRef(owner)]);
-    await observed(owner, d);
+    const { d } = await ownerAndDependent(group, plural, kind, ns, 'v2');
     // v2 stops being served; kubegc's discovery has not run since (its mapper still has v2).
     await ext.patchCustomResourceDefinition(
       { name: crdName, body: [{ op: 'replace', path: '/spec/versions/1/served', value: false }] },

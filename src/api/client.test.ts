@@ -1,43 +1,18 @@
 // KubeClient's transport against local TLS servers: HTTP/2 when the server
 // offers it, HTTP/1.1 when it does not or when DISABLE_HTTP2 says so, and the
 // same answers either way. (Every e2e test also runs it against kube-apiserver.)
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ApiError, isObjectNotFound, KubeClient } from './client.ts';
+import { selfSignedCert } from '../../test/support/tls.ts';
 
-let dir: string;
 let tls: { key: Buffer; cert: Buffer };
 
 beforeAll(() => {
-  dir = mkdtempSync(path.join(tmpdir(), 'kubegc-client-'));
-  execFileSync('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    path.join(dir, 'key.pem'),
-    '-out',
-    path.join(dir, 'cert.pem'),
-    '-days',
-    '1',
-    '-subj',
-    '/CN=localhost',
-  ]);
-  tls = {
-    key: readFileSync(path.join(dir, 'key.pem')),
-    cert: readFileSync(path.join(dir, 'cert.pem')),
-  };
+  tls = selfSignedCert();
 });
-
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 interface Seen {
   httpVersion: string;

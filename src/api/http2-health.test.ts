@@ -3,47 +3,18 @@
 // fail at once, and the next request opens a new connection. The server sits
 // behind a TCP relay on 127.0.0.1 that can stop forwarding, as a frozen peer
 // or a network that drops packets would.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ApiError, KubeClient } from './client.ts';
+import { selfSignedCert } from '../../test/support/tls.ts';
 
-let dir: string;
 let tls: { key: Buffer; cert: Buffer };
 
 beforeAll(() => {
-  dir = mkdtempSync(path.join(tmpdir(), 'kubegc-h2-health-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      path.join(dir, 'key.pem'),
-      '-out',
-      path.join(dir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-    ],
-    { stdio: 'pipe' },
-  );
-  tls = {
-    key: readFileSync(path.join(dir, 'key.pem')),
-    cert: readFileSync(path.join(dir, 'cert.pem')),
-  };
+  tls = selfSignedCert();
 });
-
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** An HTTP/2 server that answers every request with its URL, and counts its connections. */
 async function h2Server() {

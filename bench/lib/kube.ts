@@ -135,7 +135,7 @@ export function watchDeletes(
   };
   const query = { watch: true, resourceVersion: fromVersion, timeoutSeconds: 3600 };
   client
-    .stream(configmaps(ns), { query, signal: abort.signal }, onLine)
+    .stream(configmaps(ns), { query, signal: abort.signal }, () => undefined, onLine)
     .then(() => reject(new Error(`watch on ${ns} ended before the deletes were seen`)))
     .catch((err: unknown) => reject(err instanceof Error ? err : new Error(String(err))));
   // A rejection after success (the stream aborted by stop()) is expected.

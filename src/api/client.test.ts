@@ -172,10 +172,15 @@ test('an exception thrown by a watch line handler rejects the stream instead of 
     async (client) => {
       const lines: string[] = [];
       const err = await client
-        .stream('/api/v1/configmaps', { query: { watch: true } }, (line) => {
-          lines.push(line);
-          throw new Error(`cannot handle ${line}`);
-        })
+        .stream(
+          '/api/v1/configmaps',
+          { query: { watch: true } },
+          () => undefined,
+          (line) => {
+            lines.push(line);
+            throw new Error(`cannot handle ${line}`);
+          },
+        )
         .catch((e: unknown) => e);
       expect(err).toEqual(new Error('cannot handle {"n":1}'));
       expect(lines).toEqual(['{"n":1}']);

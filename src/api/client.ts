@@ -333,7 +333,13 @@ export class KubeClient {
    * exception thrown by `onLine` ends the stream and rejects with it; no line
    * is delivered after `signal` has aborted.
    */
-  async stream(path: string, o: RequestOptions, onLine: (line: string) => void): Promise<void> {
+  /** A watch: `onOpen` once the server has answered 2xx, then `onLine` per line until the stream ends. */
+  async stream(
+    path: string,
+    o: RequestOptions,
+    onOpen: () => void,
+    onLine: (line: string) => void,
+  ): Promise<void> {
     await this.bucket.take();
     let res: http.IncomingMessage;
     try {
@@ -348,6 +354,7 @@ export class KubeClient {
     if (status < 200 || status >= 300)
       throw new ApiError('WATCH', path, status, await readBody(res));
     res.socket?.setKeepAlive(true, 30_000);
+    onOpen();
     await new Promise<void>((resolve, reject) => {
       let buffered = '';
       let failed = false;

@@ -71,6 +71,11 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     help: 'start deciding after every informer listed once, or after this long',
     default: '30s',
   },
+  'orphan-watch-timeout': {
+    kind: 'duration',
+    help: 'an Orphan deletion waits this long for broken or replaced watches to catch up, so that no unseen dependent keeps its reference; then it goes ahead with a warning',
+    default: '2m',
+  },
   'dry-run': {
     kind: 'bool',
     help: 'decide, log and count, but never PATCH or DELETE',
@@ -173,6 +178,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       ignoredResources: flags['ignored-resources'] as string[],
       dryRun: flags['dry-run'] as boolean,
       initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
+      orphanWatchWaitMs: flags['orphan-watch-timeout'] as number,
       allowWrites: writesAllowed,
     },
     metrics.gc,

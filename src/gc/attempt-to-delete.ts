@@ -51,6 +51,16 @@ export interface GcContext {
   dryRun: boolean;
   metrics?: GcMetricsHooks;
   events?: EventRecorder;
+  /**
+   * The watched resources that might hold unseen dependents of an owner
+   * deleted with Orphan: those whose informer has not reported everything
+   * that existed at `since` / resourceVersion `rv` (see attemptToOrphan).
+   */
+  watchesBehind?: (ownerNamespaced: boolean, since: number, rv: string) => string[];
+  /** Resolves once the graph holds every event the informers delivered so far. */
+  graphFlushed?: () => Promise<void>;
+  /** How long an Orphan deletion waits for watches that are behind (default 2 min). */
+  orphanWatchWaitMs?: number;
 }
 
 export class UnresolvableKindError extends Error {}
@@ -70,7 +80,7 @@ const reported = new Map<string, true>();
 const REPORTED_CAPACITY = 10_000;
 
 /** A Warning event on an object, for a reason a user can fix; at most once per object and reason. */
-function warnOnce(ctx: GcContext, uid: string, reason: string, note: string): void {
+export function warnOnce(ctx: GcContext, uid: string, reason: string, note: string): void {
   const key = `${uid}/${reason}`;
   if (reported.has(key) || !ctx.events) return;
   reported.set(key, true);

@@ -3,15 +3,67 @@
 // `orphan` finalizer is removed so the API server can finish the delete.
 import { groupResource } from '../api/resources.ts';
 import { ORPHAN_FINALIZER } from '../graph/propagator.ts';
-import { done, failed, type ProcessResult } from '../queue/workqueue.ts';
-import type { GcContext } from './attempt-to-delete.ts';
+import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
+import { warnOnce, type GcContext } from './attempt-to-delete.ts';
 
 /** Dependents patched in parallel for one owner. */
 const ORPHAN_PARALLELISM = 20;
+export const DEFAULT_ORPHAN_WATCH_WAIT_MS = 120_000;
+const WATCH_RECHECK_MS = 500;
+
+/**
+ * Owners waiting for watches to catch up: when the wait began and the
+ * owner's resourceVersion then (the point every informer must have reached).
+ */
+const waits = new Map<string, { since: number; rv: string; logged: boolean }>();
 
 export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
+  const result = await orphan(ctx, uid);
+  if (result.result === 'done') waits.delete(uid);
+  return result;
+}
+
+async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const owner = ctx.graph.get(uid);
   if (!owner || owner.virtual) return done;
+
+  // The dependents come from the graph, so the graph must hold every one that
+  // exists: a dependent created while some watch was broken or being replaced
+  // (a CRD's version flip, a failing conversion webhook) would otherwise keep
+  // its reference, be found after the owner is gone and be deleted (upstream
+  // #26120). Wait, bounded, until every watch has caught up with the owner's
+  // Orphan deletion, then take the dependents.
+  if (ctx.watchesBehind) {
+    let wait = waits.get(uid);
+    if (!wait) {
+      wait = { since: Date.now(), rv: owner.resourceVersion, logged: false };
+      waits.set(uid, wait);
+    }
+    const behind = ctx.watchesBehind(owner.namespace !== '', wait.since, wait.rv);
+    if (behind.length > 0) {
+      const waited = Date.now() - wait.since;
+      const limit = ctx.orphanWatchWaitMs ?? DEFAULT_ORPHAN_WATCH_WAIT_MS;
+      const at = { name: owner.name, namespace: owner.namespace || undefined, uid, behind };
+      if (waited < limit) {
+        if (!wait.logged) {
+          wait.logged = true;
+          ctx.log.info('orphan deletion waits for watches to catch up', at);
+        }
+        return retryAfter(WATCH_RECHECK_MS);
+      }
+      ctx.log.warn(
+        'orphaning without every watch caught up; unseen dependents of these resources keep their reference and may be collected later',
+        { ...at, waitedMs: waited },
+      );
+      warnOnce(
+        ctx,
+        uid,
+        'OrphanWithoutWatch',
+        `kubegc could not watch ${behind.join(', ')} for ${Math.round(waited / 1000)}s; dependents of those kinds created meanwhile may not have been orphaned`,
+      );
+    }
+    await ctx.graphFlushed?.();
+  }
   const ownerResource = ctx.mapper().resolve(owner.apiVersion, owner.kind);
   if (!ownerResource)
     return failed(new Error(`cannot resolve ${owner.apiVersion}, Kind=${owner.kind}`));

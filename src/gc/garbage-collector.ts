@@ -26,7 +26,7 @@ import {
   type GcContext,
   type GcMetricsHooks,
 } from './attempt-to-delete.ts';
-import { attemptToOrphan } from './attempt-to-orphan.ts';
+import { attemptToOrphan, DEFAULT_ORPHAN_WATCH_WAIT_MS } from './attempt-to-orphan.ts';
 import { apiEventRecorder } from './events.ts';
 import { GcApi, NotLeaderError } from './operations.ts';
 
@@ -44,6 +44,8 @@ export interface GarbageCollectorOptions {
   informer?: Partial<InformerOptions>;
   /** Consulted before every write (leader election); default: always. */
   allowWrites?: () => boolean;
+  /** How long an Orphan deletion waits for watches that are behind before it goes ahead. */
+  orphanWatchWaitMs: number;
 }
 
 export const DEFAULT_GC_OPTIONS: GarbageCollectorOptions = {
@@ -53,6 +55,7 @@ export const DEFAULT_GC_OPTIONS: GarbageCollectorOptions = {
   ignoredResources: [],
   dryRun: false,
   initialSyncTimeoutMs: 30_000,
+  orphanWatchWaitMs: DEFAULT_ORPHAN_WATCH_WAIT_MS,
 };
 
 export interface GarbageCollectorMetrics extends GcMetricsHooks {
@@ -84,6 +87,8 @@ export class GarbageCollector {
   private mapper = new RestMapper([]);
   private all: ResourceInfo[] = [];
   private preferred: ResourceInfo[] = [];
+  /** What the last discovery wants watched, by group-resource (an informer may be being replaced). */
+  private desired = new Map<string, ResourceInfo>();
   private discoveryTimer: NodeJS.Timeout | undefined;
   private discovering: Promise<void> | undefined;
   private stopped = false;
@@ -157,6 +162,9 @@ export class GarbageCollector {
       events: this.opts.dryRun
         ? undefined
         : apiEventRecorder(client, log, undefined, { beforeSend: () => this.writeGuard() }),
+      watchesBehind: (namespaced, since, rv) => this.watchesBehind(namespaced, since, rv),
+      graphFlushed: () => this.propagator.flushed(),
+      orphanWatchWaitMs: this.opts.orphanWatchWaitMs,
     };
   }
 
@@ -280,6 +288,7 @@ export class GarbageCollector {
       const key = groupResource(r);
       if (isDeletable(r) && !this.ignored.has(key) && !desired.has(key)) desired.set(key, r);
     }
+    this.desired = desired;
     for (const [key, informer] of this.informers) {
       const want = desired.get(key);
       if (!want || want.version !== informer.resource.version) {
@@ -350,6 +359,21 @@ export class GarbageCollector {
       this.stallReported.delete(key);
       if (this.informers.has(key)) this.log.info('watch recovered', { resource: key });
     }
+  }
+
+  /**
+   * The resources that could hold a dependent of an owner (a namespaced owner's
+   * dependents are namespaced) whose informer has not yet reported everything
+   * that existed at `since` / `rv`, or that has none right now (being replaced).
+   */
+  watchesBehind(ownerNamespaced: boolean, since: number, rv: string): string[] {
+    const behind: string[] = [];
+    for (const [key, r] of this.desired) {
+      if (ownerNamespaced && !r.namespaced) continue;
+      const informer = this.informers.get(key);
+      if (!informer?.caughtUp(since, rv)) behind.push(key);
+    }
+    return behind;
   }
 
   /** Informers unable to watch for longer than the watchdog can repair. */

@@ -639,3 +639,27 @@ describe('push and onIdle', () => {
     expect(graph.has('d')).toBe(true);
   });
 });
+
+describe('flushed()', () => {
+  test('resolves once the events pushed before it are applied, though more keep coming', async () => {
+    const { graph, p } = setup();
+    for (let i = 0; i < 5000; i++) p.push(upsert(meta(`a${i}`)));
+    const flushed = p.flushed().then(() => graph.order);
+    // A steady stream of later events: onIdle() would wait for these too.
+    let more = 0;
+    const feed = setInterval(() => {
+      for (let i = 0; i < 100; i++) p.push(upsert(meta(`b${more++}`)));
+    }, 0);
+    try {
+      expect(await flushed).toBeGreaterThanOrEqual(5000);
+      expect(graph.get('a4999')).toBeDefined();
+    } finally {
+      clearInterval(feed);
+    }
+  });
+
+  test('resolves at once when nothing is queued', async () => {
+    const { p } = setup();
+    await expect(p.flushed()).resolves.toBeUndefined();
+  });
+});

@@ -157,6 +157,10 @@ export class Propagator {
   private head = 0;
   private scheduled = false;
   private idleWaiters: (() => void)[] = [];
+  /** Events pushed / taken off the queue since start; for flushed(). */
+  private pushedTotal = 0;
+  private takenTotal = 0;
+  private flushWaiters: { upTo: number; resolve: () => void }[] = [];
   private readonly interned = new Interner(10_000);
   /** Events applied since start (for benchmarks and the debug endpoint). */
   applied = 0;
@@ -179,6 +183,7 @@ export class Propagator {
   /** Queues an event; events are applied in the order they are pushed. */
   push(event: GraphEvent): void {
     this.pending.push(event);
+    this.pushedTotal++;
     if (this.timed) this.pushedAt.push(performance.now());
     this.metrics.add?.();
     if (!this.scheduled) {
@@ -197,6 +202,16 @@ export class Propagator {
     return new Promise((r) => this.idleWaiters.push(r));
   }
 
+  /**
+   * Resolves when every event pushed so far has been applied (later ones need
+   * not be: unlike onIdle(), this ends under a steady stream of events).
+   */
+  flushed(): Promise<void> {
+    if (this.depth === 0) return Promise.resolve();
+    const upTo = this.pushedTotal;
+    return new Promise((resolve) => this.flushWaiters.push({ upTo, resolve }));
+  }
+
   private drain(): void {
     // Apply in slices so the event loop keeps serving sockets and workers.
     const sliceEnd = performance.now() + 20;
@@ -205,6 +220,7 @@ export class Propagator {
       // performance.now() costs as much as a small event: look at the clock every 64 events.
       if ((++n & 63) === 0 && performance.now() >= sliceEnd) break;
       const i = this.head++;
+      this.takenTotal++;
       const event = this.pending[i];
       this.pending[i] = undefined;
       if (!event) continue;
@@ -218,6 +234,13 @@ export class Propagator {
       this.head = 0;
     }
     this.metrics.depth?.(this.depth);
+    if (this.flushWaiters.length > 0) {
+      const waiting = this.flushWaiters;
+      this.flushWaiters = [];
+      for (const w of waiting)
+        if (this.takenTotal >= w.upTo) w.resolve();
+        else this.flushWaiters.push(w);
+    }
     if (this.head < this.pending.length) {
       setImmediate(() => this.drain());
       return;

@@ -4,7 +4,12 @@ import * as k8s from '@kubernetes/client-node';
 import { KubeClient } from '../api/client.ts';
 import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
 import { createLogger } from '../log.ts';
-import { MetadataInformer, trimMeta, type InformerEvent } from './metadata-informer.ts';
+import {
+  compareResourceVersions,
+  MetadataInformer,
+  trimMeta,
+  type InformerEvent,
+} from './metadata-informer.ts';
 
 type Raw = Parameters<typeof trimMeta>[0];
 
@@ -150,6 +155,108 @@ describe('MetadataInformer watch', () => {
       clearTimeout(deadline);
       process.off('uncaughtException', onUncaught);
       await informer.stop();
+      client.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }, 15_000);
+});
+
+describe('compareResourceVersions', () => {
+  test.each<[string | undefined, string | undefined, number]>([
+    ['9', '10', -1],
+    ['10', '10', 0],
+    ['100000000000000000001', '100000000000000000000', 1],
+    ['abc', '10', Number.NaN],
+    [undefined, '10', Number.NaN],
+    ['10', '', Number.NaN],
+  ])('%s vs %s → %s', (a, b, want) => {
+    expect(compareResourceVersions(a, b)).toBe(want);
+  });
+});
+
+describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an owner go)', () => {
+  test('false until listed and watching, false across a failed watch, then by resourceVersion until the gap is a second old', async () => {
+    const configmaps: ResourceInfo = {
+      group: '',
+      version: 'v1',
+      resource: 'configmaps',
+      kind: 'ConfigMap',
+      namespaced: true,
+      verbs: ['list', 'watch', 'delete'],
+    };
+    let watchRequests = 0;
+    let openStream: http.ServerResponse | undefined;
+    let opened: () => void = () => undefined;
+    const streamOpen = new Promise<void>((r) => (opened = r));
+    const server = http.createServer((req, res) => {
+      const q = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams;
+      if (q.get('watch') !== 'true') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+        return;
+      }
+      // The first watch fails (a broken webhook, say); the second stays open.
+      if (++watchRequests === 1) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"kind":"Status","code":500,"message":"conversion webhook failed"}');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      openStream = res;
+      opened();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const kc = new k8s.KubeConfig();
+    kc.loadFromOptions({
+      clusters: [
+        {
+          name: 'c',
+          server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+          skipTLSVerify: true,
+        },
+      ],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const client = await KubeClient.create(kc, { qps: 0, burst: 1 });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error'),
+    );
+    const since = Date.now();
+    const within = async (what: string, check: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 5000;
+      while (!check()) {
+        if (Date.now() > deadline) throw new Error(`${what}: not within 5 s`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    try {
+      expect(informer.caughtUp(since, '1')).toBe(false);
+      informer.start();
+      await streamOpen;
+      await within('the informer to see the open stream', () => informer.caughtUp(since, '10'));
+      // Watching again after the failure, but since after `since`: only versions it has reached count.
+      expect(informer.caughtUp(since, '11')).toBe(false);
+      openStream?.write(
+        `${JSON.stringify({ type: 'ADDED', object: { metadata: { uid: 'a', name: 'a', namespace: 'ns', resourceVersion: '11' } } })}\n`,
+      );
+      await within('the event at 11', () => events.length === 1);
+      expect(informer.caughtUp(since, '11')).toBe(true);
+      expect(informer.caughtUp(since, '12')).toBe(false);
+      expect(informer.caughtUp(since, 'not-a-number')).toBe(false);
+      // Watching without a gap for a second before the question: caught up, whatever the version.
+      expect(informer.caughtUp(Date.now() + 1000, '999')).toBe(true);
+      expect(watchRequests).toBe(2);
+    } finally {
+      await informer.stop();
+      expect(informer.caughtUp(Date.now() + 1000, '1')).toBe(false);
       client.close();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));

@@ -40,6 +40,21 @@ export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
 
 class GoneError extends Error {}
 
+/** Time for a reopened watch to deliver what happened during its gap. */
+const CAUGHT_UP_SETTLE_MS = 1000;
+
+/**
+ * Orders two resourceVersions of the same etcd (both decimal revisions, as
+ * kube-apiserver gives them and KEP-5504 makes comparable); NaN when either is
+ * not (an aggregated API server's own versions), which no comparison accepts.
+ */
+export function compareResourceVersions(a: string | undefined, b: string | undefined): number {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return Number.NaN;
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x === y ? 0 : x < y ? -1 : 1;
+}
+
 /** What an informer has reported of one resource: see MetadataInformer.known. */
 export interface KnownObjects {
   uids: Set<string>;
@@ -91,6 +106,14 @@ export class MetadataInformer {
   lastActivity = Date.now();
   /** Consecutive failures of list/watch; 0 while healthy. */
   failures = 0;
+  /**
+   * True from start until a watch stream opens, and again from any failure,
+   * 410, malformed line or silent stream until the next one opens: while
+   * true, objects may exist that this informer has not reported.
+   */
+  private gap = true;
+  /** When the watch that ended the last gap opened (Date.now()). */
+  private continuousSince: number | undefined;
   lastError: string | undefined;
 
   constructor(
@@ -125,6 +148,21 @@ export class MetadataInformer {
     );
   }
 
+  /**
+   * Has this informer reported every object of its resource that existed at
+   * `since` (ms) and at resourceVersion `rv`? Yes while it watches without a
+   * gap that ended after `since` (minus a second for the watch's backlog to
+   * arrive), or once it has reached `rv` (a LIST or an event at or past it).
+   * The orphan worker asks before it lets an Orphan-deleted owner go
+   * (upstream #26120): a dependent created while a watch was broken or being
+   * replaced would otherwise be found later, its owner gone, and deleted.
+   */
+  caughtUp(since: number, rv: string | undefined): boolean {
+    if (!this.syncedOnce || this.gap || this.continuousSince === undefined) return false;
+    if (this.continuousSince <= since - CAUGHT_UP_SETTLE_MS) return true;
+    return rv !== undefined && compareResourceVersions(this.resourceVersion, rv) >= 0;
+  }
+
   /** Resolves once the first LIST has been delivered. */
   waitForSync(): Promise<void> {
     if (this.syncedOnce) return Promise.resolve();
@@ -139,6 +177,7 @@ export class MetadataInformer {
 
   async stop(): Promise<void> {
     this.running = false;
+    this.gap = true;
     this.abort?.abort();
     await this.loop;
   }
@@ -157,6 +196,7 @@ export class MetadataInformer {
           backoff = Math.min(backoff * 2, this.opts.maxBackoffMs);
         } else backoff = 250;
       } catch (err) {
+        this.gap = true;
         if (!this.running) break;
         if (err instanceof GoneError) {
           this.log.info('watch expired (410 Gone); listing again', {
@@ -247,6 +287,7 @@ export class MetadataInformer {
    */
   private malformed(line: string): void {
     this.lastError = 'malformed watch event';
+    this.gap = true;
     this.log.warn('malformed watch event; watching again from the last good resourceVersion', {
       resource: this.resource.resource,
       group: this.resource.group,
@@ -268,6 +309,7 @@ export class MetadataInformer {
           Date.now() - Math.max(started, this.lastActivity) >
           timeoutSec * 1000 + this.opts.watchdogGraceMs
         ) {
+          this.gap = true;
           this.log.warn('watch stream silent; restarting it', {
             resource: this.resource.resource,
             group: this.resource.group,
@@ -291,6 +333,12 @@ export class MetadataInformer {
             timeoutSeconds: timeoutSec,
           },
           signal: abort.signal,
+        },
+        () => {
+          if (this.gap) {
+            this.gap = false;
+            this.continuousSince = Date.now();
+          }
         },
         (line) => {
           this.lastActivity = Date.now();
@@ -331,6 +379,7 @@ export class MetadataInformer {
                 this.resourceVersion = obj.metadata.resourceVersion;
               return;
             case 'ERROR':
+              this.gap = true;
               if (obj?.code === 410) gone = true;
               else this.lastError = obj?.message;
               abort.abort();

@@ -430,3 +430,92 @@ test('an owner referenced through a version no longer served (404 for the path, 
     await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
   }
 });
+
+// Found by the soak (crd-version-flip, I3; upstream #26120): the orphan worker
+// takes an owner's dependents from the graph. A dependent created while its
+// resource's informer was being replaced had not been seen, kept its
+// reference, was found after the owner was gone and was deleted.
+test('a dependent created while its informer is replaced, its owner then deleted with Orphan: it is orphaned, not deleted', async () => {
+  const { ext, custom, group, plural, kind, crdName } = await twoVersionCrd(
+    'orphanswap.kubegc.io',
+    'Widget',
+    false,
+  );
+  const key = `${plural}.${group}`;
+  try {
+    await waitFor('kubegc to watch the custom resource (v1)', async () => {
+      await gc.runDiscovery();
+      const inf = gc.informers.get(key);
+      return inf?.resource.version === 'v1' && inf.synced;
+    });
+    const ns = await testNamespace(c.core, 'race-orphan-swap');
+    const o = await configMap(c, ns, 'o');
+    await observed(o);
+    await ext.patchCustomResourceDefinition(
+      { name: crdName, body: [{ op: 'replace', path: '/spec/versions/1/served', value: true }] },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
+    );
+    await waitFor('discovery to prefer v2', async () => {
+      const g = await c.objects.list(`${group}/v2`, kind, ns).catch(() => undefined);
+      return g !== undefined;
+    });
+    // The v1 informer is stopped; before the v2 one lists, a widget naming O is
+    // created and O is deleted with Orphan. The LIST waits for O to go (5 s at most).
+    let raced: Promise<boolean> | undefined;
+    let w: Ref | undefined;
+    const race = async (): Promise<boolean> => {
+      const created = (await custom.createNamespacedCustomObject({
+        group,
+        version: 'v1',
+        namespace: ns,
+        plural,
+        body: {
+          apiVersion: `${group}/v1`,
+          kind,
+          metadata: { name: 'w', ownerReferences: [ownerRef(o)] },
+        },
+      })) as k8s.KubernetesObject;
+      w = {
+        apiVersion: `${group}/v1`,
+        kind,
+        name: 'w',
+        uid: created.metadata?.uid ?? '',
+        namespace: ns,
+      };
+      await c.core.deleteNamespacedConfigMap({
+        name: 'o',
+        namespace: ns,
+        body: { propagationPolicy: 'Orphan' },
+      });
+      // true: O went while the new informer had not listed (the race lost).
+      return waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 5_000 }).then(
+        () => true,
+        () => false,
+      );
+    };
+    intercept = async (r) => {
+      if (raced || r.verb !== 'LIST' || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
+      raced = race();
+      await raced;
+    };
+    await waitFor('kubegc to watch v2', async () => {
+      await gc.runDiscovery();
+      return gc.informers.get(key)?.resource.version === 'v2';
+    });
+    expect(raced).toBeDefined();
+    // kubegc waited for the new informer instead of letting O go at once.
+    expect(await raced).toBe(false);
+    await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
+    const dep = w as Ref;
+    await waitFor('W to be orphaned or deleted', async () => {
+      const refs = await ownerUids(dep);
+      return refs === undefined || !refs.includes(o.uid);
+    });
+    const now = await read(c, dep);
+    expect(now).toBeDefined();
+    expect(now?.metadata?.deletionTimestamp).toBeUndefined();
+    expect((now?.metadata?.ownerReferences ?? []).map((x) => x.uid)).not.toContain(o.uid);
+  } finally {
+    await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
+  }
+});

@@ -1,0 +1,154 @@
+// The orphan worker's wait for watches that are behind (upstream #26120), with
+// an in-memory stand-in for the API; the e2e race test proves the same against
+// a real kube-apiserver and a real informer swap.
+import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
+import { RestMapper } from '../api/resources.ts';
+import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
+import { OwnershipGraph } from '../graph/graph.ts';
+import { Propagator, type GraphEvent } from '../graph/propagator.ts';
+import { createLogger } from '../log.ts';
+import type { GcContext } from './attempt-to-delete.ts';
+import { attemptToOrphan } from './attempt-to-orphan.ts';
+import type { GcApi } from './operations.ts';
+
+const CONFIGMAPS: ResourceInfo = {
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  kind: 'ConfigMap',
+  namespaced: true,
+  verbs: ['list', 'watch', 'delete'],
+};
+
+function setup(behind: () => string[], waitMs = 60_000) {
+  const graph = new OwnershipGraph();
+  const propagator = new Propagator(
+    graph,
+    new AbsentOwnerCache(),
+    {
+      attemptToDelete: () => undefined,
+      attemptToDeleteRateLimited: () => undefined,
+      attemptToOrphan: () => undefined,
+    },
+    createLogger('error'),
+  );
+  const orphaned: string[] = [];
+  const finalizersRemoved: string[] = [];
+  const api = {
+    removeOwnerReferences: (_r: ResourceInfo, dep: { uid: string }) => {
+      orphaned.push(dep.uid);
+      return Promise.resolve(true);
+    },
+    removeFinalizer: (_r: ResourceInfo, _ns: string | undefined, _name: string, uid: string) => {
+      finalizersRemoved.push(uid);
+      return Promise.resolve();
+    },
+  } as unknown as GcApi;
+  const logged: { level: string; msg: string }[] = [];
+  const warnings: string[] = [];
+  /** Events the informers delivered but the graph has not applied yet. */
+  const inFlight: GraphEvent[] = [];
+  const ctx: GcContext = {
+    api,
+    graph,
+    absent: new AbsentOwnerCache(),
+    mapper: () => new RestMapper([CONFIGMAPS]),
+    pushGraphEvent: (e) => propagator.apply(e),
+    enqueueDelete: () => undefined,
+    log: createLogger('info', (l) => void logged.push(JSON.parse(l))),
+    dryRun: false,
+    events: { warning: (_r, reason) => void warnings.push(reason) },
+    watchesBehind: behind,
+    graphFlushed: () => {
+      for (const e of inFlight.splice(0)) propagator.apply(e);
+      return Promise.resolve();
+    },
+    orphanWatchWaitMs: waitMs,
+  };
+  const observe = (m: ObjectMeta): GraphEvent => ({
+    type: 'upsert',
+    resource: CONFIGMAPS,
+    meta: m,
+  });
+  return {
+    ctx,
+    graph,
+    propagator,
+    orphaned,
+    finalizersRemoved,
+    logged,
+    warnings,
+    inFlight,
+    observe,
+  };
+}
+
+const owner: ObjectMeta = {
+  uid: 'o',
+  name: 'o',
+  namespace: 'ns',
+  resourceVersion: '5',
+  deletionTimestamp: '2026-12-01T00:00:00Z',
+  finalizers: ['orphan'],
+};
+const dependent = (uid: string): ObjectMeta => ({
+  uid,
+  name: uid,
+  namespace: 'ns',
+  resourceVersion: '6',
+  ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'o', uid: 'o' }],
+});
+
+test('a watch behind: no write, looked at again shortly, logged once', async () => {
+  const asked: [boolean, string][] = [];
+  const t = setup(() => ['widgets.example.com']);
+  t.ctx.watchesBehind = (namespaced, _since, rv) => {
+    asked.push([namespaced, rv]);
+    return ['widgets.example.com'];
+  };
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'retryAfter', delayMs: 500 });
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'retryAfter', delayMs: 500 });
+  expect(t.orphaned).toEqual([]);
+  expect(t.finalizersRemoved).toEqual([]);
+  // Asked about namespaced resources, at the owner's resourceVersion when the wait began.
+  expect(asked).toEqual([
+    [true, '5'],
+    [true, '5'],
+  ]);
+  expect(t.logged.filter((l) => l.msg.includes('waits for watches'))).toHaveLength(1);
+});
+
+test('watches caught up: the dependents the graph has once the delivered events are applied are orphaned, then the finalizer goes', async () => {
+  let behind = ['widgets.example.com'];
+  const t = setup(() => behind);
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  expect((await attemptToOrphan(t.ctx, 'o')).result).toBe('retryAfter');
+  // The recovered watch delivered a dependent created meanwhile; the graph has not applied it yet.
+  behind = [];
+  t.inFlight.push(t.observe(dependent('late')));
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+  expect(t.orphaned.sort()).toEqual(['d1', 'late']);
+  expect(t.finalizersRemoved).toEqual(['o']);
+  expect(t.warnings).toEqual([]);
+});
+
+test('a watch behind for longer than the wait: orphans what it has, with a warning and an event', async () => {
+  const t = setup(() => ['widgets.example.com'], 0);
+  t.propagator.apply(t.observe({ ...owner, uid: 'o2', name: 'o2' }));
+  t.propagator.apply(
+    t.observe({
+      ...dependent('d2'),
+      ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'o2', uid: 'o2' }],
+    }),
+  );
+  expect(await attemptToOrphan(t.ctx, 'o2')).toEqual({ result: 'done' });
+  expect(t.orphaned).toEqual(['d2']);
+  expect(t.finalizersRemoved).toEqual(['o2']);
+  expect(t.warnings).toEqual(['OrphanWithoutWatch']);
+  expect(t.logged).toContainEqual(
+    expect.objectContaining({ level: 'warn', behind: ['widgets.example.com'] }),
+  );
+});

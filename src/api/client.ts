@@ -62,6 +62,8 @@ export class ApiError extends Error {
   readonly status: number;
   readonly reason: string;
   readonly body: string;
+  /** The server's Retry-After, in ms (a 429, or a 5xx that asks for one). */
+  retryAfterMs: number | undefined;
   constructor(method: string, path: string, status: number, body: string, reason = '') {
     let message = body;
     let parsedReason = reason;
@@ -293,7 +295,9 @@ export class KubeClient {
         if (o.signal?.aborted) throw new ApiError(method, path, status, text);
         continue;
       }
-      throw new ApiError(method, path, status, text);
+      const error = new ApiError(method, path, status, text);
+      if (Number.isFinite(retryAfter) && retryAfter > 0) error.retryAfterMs = retryAfter * 1000;
+      throw error;
     }
   }
 

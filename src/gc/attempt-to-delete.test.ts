@@ -2,6 +2,7 @@
 // object live, with an in-memory stand-in for the API (the e2e tests prove the
 // same against a real kube-apiserver).
 import { jest } from '@jest/globals';
+import { ApiError } from '../api/client.ts';
 import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
 import { RestMapper } from '../api/resources.ts';
 import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
@@ -499,4 +500,18 @@ test('dependents of one waiting owner decided at once share live reads of it, ea
   t.observe({ ...dependent, uid: 'late', name: 'late', resourceVersion: '20' });
   await attemptToDelete(t.ctx, 'late');
   expect(t.gets).toEqual(['cm-o', 'cm-o', 'cm-o']);
+});
+
+test('a DELETE answered 429: decided again after the Retry-After the server gave, not retried on the old decision', async () => {
+  const objects = new Map([[dependent.name, { ...dependent }]]);
+  const t = setup(objects);
+  t.observe(owner);
+  t.observe(dependent);
+  t.observeDelete(owner);
+  const throttled = new ApiError('DELETE', '/api/v1/namespaces/ns/configmaps/dep', 429, '{}');
+  throttled.retryAfterMs = 2000;
+  t.api.delete = jest.fn(() => Promise.reject(throttled));
+  expect(await attemptToDelete(t.ctx, 'd')).toEqual({ result: 'retryAfter', delayMs: 2000 });
+  expect(t.api.delete).toHaveBeenCalledTimes(1);
+  expect(objects.has('dep')).toBe(true);
 });

@@ -19,7 +19,7 @@ import {
 } from '../graph/graph.ts';
 import { FOREGROUND_FINALIZER, type GraphEvent } from '../graph/propagator.ts';
 import type { Logger } from '../log.ts';
-import { done, failed, requeue, type ProcessResult } from '../queue/workqueue.ts';
+import { done, failed, requeue, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import {
   classifyLookup,
   decide,
@@ -53,10 +53,10 @@ export interface GcContext {
   events?: EventRecorder;
   /**
    * The watched resources that might hold unseen dependents of an owner
-   * deleted with Orphan: those whose informer has not reported everything
-   * that existed at `since` / resourceVersion `rv` (see attemptToOrphan).
+   * deleted with Orphan: those whose informer may not have reported every
+   * object that exists, or existed at resourceVersion `rv` (see attemptToOrphan).
    */
-  watchesBehind?: (ownerNamespaced: boolean, since: number, rv: string) => string[];
+  watchesBehind?: (ownerNamespaced: boolean, rv: string) => string[];
   /** Resolves once the graph holds every event the informers delivered so far. */
   graphFlushed?: () => Promise<void>;
   /** How long an Orphan deletion waits for watches that are behind (default 2 min). */
@@ -108,6 +108,16 @@ export async function attemptToDelete(ctx: GcContext, uid: string): Promise<Proc
   try {
     return await attemptToDeleteItem(ctx, uid);
   } catch (err) {
+    // Throttled (a write is never re-sent on an old decision): decide again
+    // once the server's Retry-After has passed, as it asked.
+    if (err instanceof ApiError && err.status === 429) {
+      ctx.log.debug('throttled; deciding again after Retry-After', {
+        uid,
+        retryAfterMs: err.retryAfterMs ?? 1000,
+        error: err.message,
+      });
+      return retryAfter(err.retryAfterMs ?? 1000);
+    }
     if (err instanceof ApiError && err.status === 403) {
       warnOnce(
         ctx,

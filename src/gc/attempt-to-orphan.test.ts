@@ -102,7 +102,7 @@ const dependent = (uid: string): ObjectMeta => ({
 test('a watch behind: no write, looked at again shortly, logged once', async () => {
   const asked: [boolean, string][] = [];
   const t = setup(() => ['widgets.example.com']);
-  t.ctx.watchesBehind = (namespaced, _since, rv) => {
+  t.ctx.watchesBehind = (namespaced, rv) => {
     asked.push([namespaced, rv]);
     return ['widgets.example.com'];
   };

@@ -39,7 +39,7 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
       wait = { since: Date.now(), rv: owner.resourceVersion, logged: false };
       waits.set(uid, wait);
     }
-    const behind = ctx.watchesBehind(owner.namespace !== '', wait.since, wait.rv);
+    const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv);
     if (behind.length > 0) {
       const waited = Date.now() - wait.since;
       const limit = ctx.orphanWatchWaitMs ?? DEFAULT_ORPHAN_WATCH_WAIT_MS;

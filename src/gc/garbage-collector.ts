@@ -162,7 +162,7 @@ export class GarbageCollector {
       events: this.opts.dryRun
         ? undefined
         : apiEventRecorder(client, log, undefined, { beforeSend: () => this.writeGuard() }),
-      watchesBehind: (namespaced, since, rv) => this.watchesBehind(namespaced, since, rv),
+      watchesBehind: (namespaced, rv) => this.watchesBehind(namespaced, rv),
       graphFlushed: () => this.propagator.flushed(),
       orphanWatchWaitMs: this.opts.orphanWatchWaitMs,
     };
@@ -363,15 +363,15 @@ export class GarbageCollector {
 
   /**
    * The resources that could hold a dependent of an owner (a namespaced owner's
-   * dependents are namespaced) whose informer has not yet reported everything
-   * that existed at `since` / `rv`, or that has none right now (being replaced).
+   * dependents are namespaced) whose informer may not have reported everything
+   * that exists (or existed at `rv`), or that has none right now (being replaced).
    */
-  watchesBehind(ownerNamespaced: boolean, since: number, rv: string): string[] {
+  watchesBehind(ownerNamespaced: boolean, rv: string): string[] {
     const behind: string[] = [];
     for (const [key, r] of this.desired) {
       if (ownerNamespaced && !r.namespaced) continue;
       const informer = this.informers.get(key);
-      if (!informer?.caughtUp(since, rv)) behind.push(key);
+      if (!informer?.caughtUp(rv)) behind.push(key);
     }
     return behind;
   }

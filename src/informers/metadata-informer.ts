@@ -24,6 +24,8 @@ export interface InformerOptions {
   /** A stream silent this long past its timeout is restarted. */
   watchdogGraceMs: number;
   maxBackoffMs: number;
+  /** Time for a reopened watch to deliver what happened during its gap (see caughtUp()). */
+  caughtUpSettleMs: number;
   /**
    * Called for each watch line that is not a JSON event (the watch then
    * restarts from the last good resourceVersion); for the metrics.
@@ -36,12 +38,10 @@ export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
   minWatchTimeoutSec: 300,
   watchdogGraceMs: 60_000,
   maxBackoffMs: 10_000,
+  caughtUpSettleMs: 1000,
 };
 
 class GoneError extends Error {}
-
-/** Time for a reopened watch to deliver what happened during its gap. */
-const CAUGHT_UP_SETTLE_MS = 1000;
 
 /**
  * Orders two resourceVersions of the same etcd (both decimal revisions, as
@@ -149,17 +149,18 @@ export class MetadataInformer {
   }
 
   /**
-   * Has this informer reported every object of its resource that existed at
-   * `since` (ms) and at resourceVersion `rv`? Yes while it watches without a
-   * gap that ended after `since` (minus a second for the watch's backlog to
-   * arrive), or once it has reached `rv` (a LIST or an event at or past it).
-   * The orphan worker asks before it lets an Orphan-deleted owner go
-   * (upstream #26120): a dependent created while a watch was broken or being
-   * replaced would otherwise be found later, its owner gone, and deleted.
+   * Has this informer reported every object of its resource that existed a
+   * moment ago (and at resourceVersion `rv`)? Yes once it has watched without
+   * a gap for `caughtUpSettleMs` (a reopened watch delivers what happened
+   * during the gap at once), or once it has reached `rv` (a LIST or an event
+   * at or past it). The orphan worker asks before it lets an Orphan-deleted
+   * owner go (upstream #26120): a dependent created while a watch was broken
+   * or being replaced would otherwise be found later, its owner gone, and
+   * deleted.
    */
-  caughtUp(since: number, rv: string | undefined): boolean {
+  caughtUp(rv: string | undefined, now = Date.now()): boolean {
     if (!this.syncedOnce || this.gap || this.continuousSince === undefined) return false;
-    if (this.continuousSince <= since - CAUGHT_UP_SETTLE_MS) return true;
+    if (now - this.continuousSince >= this.opts.caughtUpSettleMs) return true;
     return rv !== undefined && compareResourceVersions(this.resourceVersion, rv) >= 0;
   }
 

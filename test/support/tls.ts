@@ -1,10 +1,11 @@
-// A self-signed key and certificate for local TLS servers in unit tests (openssl).
+// A self-signed key and certificate for local TLS servers in tests (openssl).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-export function selfSignedCert(): { key: Buffer; cert: Buffer } {
+/** `ips`: subjectAltName IP entries (Go's TLS, kube-apiserver's included, ignores the CN). */
+export function selfSignedCert(ips: string[] = []): { key: Buffer; cert: Buffer } {
   const dir = mkdtempSync(path.join(tmpdir(), 'kubegc-tls-'));
   try {
     const key = path.join(dir, 'key.pem');
@@ -25,6 +26,9 @@ export function selfSignedCert(): { key: Buffer; cert: Buffer } {
         '1',
         '-subj',
         '/CN=localhost',
+        ...(ips.length > 0
+          ? ['-addext', `subjectAltName=${ips.map((ip) => `IP:${ip}`).join(',')}`]
+          : []),
       ],
       { stdio: 'pipe' },
     );

@@ -1,0 +1,301 @@
+// A DELETE the API server answers 429 (API Priority and Fairness rejecting
+// kubegc's user) is not re-sent after Retry-After on the decision it was made
+// on: the object goes back to the queue and is decided again. Found by the
+// soak (squeeze-429): an owner switched from Foreground to Orphan during the
+// wait lost its dependent. This test failed on the code before the fix.
+//
+// The 429s are the API server's own: a FlowSchema puts kubegc's user's
+// ConfigMap DELETEs in a priority level with one seat and no queue, and the
+// test holds that seat with a DELETE of its own that a validating webhook (in
+// this process) keeps waiting.
+import { appendFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import * as k8s from '@kubernetes/client-node';
+import { grantClusterAdmin, userKubeconfig, type Cluster } from '../../cluster/controlplane.ts';
+import { KubeClient } from '../../src/api/client.ts';
+import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
+import { createLogger } from '../../src/log.ts';
+import {
+  clients,
+  e2eCluster,
+  statusOf,
+  testNamespace,
+  waitFor,
+  type Clients,
+} from '../support/cluster.ts';
+import { configMap, isGone, ownerRef, read } from '../support/objects.ts';
+import { selfSignedCert } from '../support/tls.ts';
+
+const USER = 'kubegc-e2e-throttled';
+const SQUEEZE = 'kubegc-e2e-reject-deletes';
+const HOLD_LABEL = 'e2e.kubegc.io/hold-seat';
+
+let cluster: Cluster;
+let c: Clients;
+let client: KubeClient;
+let gc: GarbageCollector;
+/** USER's own API client (the seat holder's DELETE). */
+let asUser: k8s.CoreV1Api;
+let webhook: https.Server;
+/** Admission requests the webhook has received (dry runs included). */
+let reviews = 0;
+/** DELETEs of ConfigMap `d` kubegc put on the wire (retries included). */
+let deletesOfD = 0;
+/** While set, kubegc's PATCHes of `d` wait until a DELETE of it goes out after this count (5 s at most). */
+let holdPatchesOfDAfter: number | undefined;
+/** The webhook holds a DELETE (and with it the priority level's one seat). */
+let holding = false;
+/** Releases the DELETE the webhook holds. */
+let release: () => void = () => undefined;
+/** kubegc's DELETEs of ConfigMaps answered 429, by path. */
+const rejected: string[] = [];
+
+/** Every DELETE of a ConfigMap by USER is rejected (no seats: nominal shares 0, nothing to borrow). */
+async function rejectDeletes(): Promise<void> {
+  const admin = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  await admin.createClusterCustomObject({
+    group: 'flowcontrol.apiserver.k8s.io',
+    version: 'v1',
+    plural: 'prioritylevelconfigurations',
+    body: {
+      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
+      kind: 'PriorityLevelConfiguration',
+      metadata: { name: SQUEEZE },
+      spec: {
+        type: 'Limited',
+        limited: {
+          nominalConcurrencyShares: 0,
+          lendablePercent: 0,
+          borrowingLimitPercent: 0,
+          limitResponse: { type: 'Reject' },
+        },
+      },
+    },
+  });
+  await admin.createClusterCustomObject({
+    group: 'flowcontrol.apiserver.k8s.io',
+    version: 'v1',
+    plural: 'flowschemas',
+    body: {
+      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
+      kind: 'FlowSchema',
+      metadata: { name: SQUEEZE },
+      spec: {
+        priorityLevelConfiguration: { name: SQUEEZE },
+        matchingPrecedence: 50,
+        distinguisherMethod: { type: 'ByUser' },
+        rules: [
+          {
+            subjects: [{ kind: 'User', user: { name: USER } }],
+            resourceRules: [
+              {
+                verbs: ['delete'],
+                apiGroups: [''],
+                resources: ['configmaps'],
+                namespaces: ['*'],
+              },
+            ],
+          },
+        ],
+      },
+    },
+  });
+}
+
+async function allowDeletes(): Promise<void> {
+  const admin = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  for (const plural of ['flowschemas', 'prioritylevelconfigurations'])
+    await admin
+      .deleteClusterCustomObject({
+        group: 'flowcontrol.apiserver.k8s.io',
+        version: 'v1',
+        plural,
+        name: SQUEEZE,
+      })
+      .catch(() => undefined);
+}
+
+beforeAll(async () => {
+  cluster = await e2eCluster();
+  c = clients(cluster);
+  await grantClusterAdmin(cluster, USER);
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(await userKubeconfig(cluster, USER));
+  asUser = kc.makeApiClient(k8s.CoreV1Api);
+  const tls = selfSignedCert(['127.0.0.1']);
+  webhook = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      reviews++;
+      const review = JSON.parse(body) as { request: { uid: string; dryRun?: boolean } };
+      const answer = (): void => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            apiVersion: 'admission.k8s.io/v1',
+            kind: 'AdmissionReview',
+            response: { uid: review.request.uid, allowed: true },
+          }),
+        );
+      };
+      if (review.request.dryRun) answer();
+      else {
+        holding = true;
+        const t = setTimeout(() => release(), 25_000);
+        release = () => {
+          clearTimeout(t);
+          release = () => undefined;
+          holding = false;
+          answer();
+        };
+      }
+    });
+  });
+  await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
+  const admission = c.kc.makeApiClient(k8s.AdmissionregistrationV1Api);
+  await admission.createValidatingWebhookConfiguration({
+    body: {
+      metadata: { name: SQUEEZE },
+      webhooks: [
+        {
+          name: 'hold-seat.e2e.kubegc.io',
+          clientConfig: {
+            url: `https://127.0.0.1:${(webhook.address() as AddressInfo).port}/validate`,
+            caBundle: tls.cert.toString('base64'),
+          },
+          rules: [
+            {
+              operations: ['DELETE'],
+              apiGroups: [''],
+              apiVersions: ['v1'],
+              resources: ['configmaps'],
+              scope: 'Namespaced',
+            },
+          ],
+          objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
+          failurePolicy: 'Fail',
+          sideEffects: 'None',
+          admissionReviewVersions: ['v1'],
+          timeoutSeconds: 30,
+        },
+      ],
+    },
+  });
+  client = await KubeClient.create(kc, {
+    userAgent: 'kubegc-e2e-throttled',
+    intercept: async (r) => {
+      if (!r.path.endsWith('/configmaps/d')) return;
+      if (r.method === 'DELETE') deletesOfD++;
+      const after = holdPatchesOfDAfter;
+      if (r.method === 'PATCH' && after !== undefined)
+        await waitFor('another DELETE of D', () => Promise.resolve(deletesOfD > after), {
+          timeoutMs: 5_000,
+          intervalMs: 50,
+        }).catch(() => undefined);
+    },
+    onRequest: (verb, status) => {
+      if (verb === 'DELETE' && status === 429) rejected.push(verb);
+    },
+  });
+  gc = new GarbageCollector(
+    client,
+    process.env.KUBEGC_E2E_DEBUG_LOG
+      ? createLogger('debug', (l) => appendFileSync(process.env.KUBEGC_E2E_DEBUG_LOG ?? '', l))
+      : createLogger('error'),
+    { discoveryPeriodMs: 3_600_000 },
+  );
+  await gc.start();
+});
+
+afterAll(async () => {
+  release();
+  await allowDeletes();
+  await c?.kc
+    .makeApiClient(k8s.AdmissionregistrationV1Api)
+    .deleteValidatingWebhookConfiguration({ name: SQUEEZE })
+    .catch(() => undefined);
+  webhook?.closeAllConnections();
+  await new Promise<void>((r) => (webhook ? webhook.close(() => r()) : r()));
+  await gc?.stop();
+  client?.close();
+});
+
+test('a DELETE answered 429, its owner switched to Orphan before a retry: the dependent is orphaned, not deleted', async () => {
+  const ns = await testNamespace(c.core, 'throttled');
+  const o = await configMap(c, ns, 'o');
+  const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
+  await waitFor('the graph to observe O and D', () =>
+    Promise.resolve(
+      gc.graph.get(o.uid)?.virtual === false && gc.graph.get(d.uid)?.virtual === false,
+    ),
+  );
+  // The seat holder: a ConfigMap whose DELETE by USER the webhook keeps waiting.
+  await c.core.createNamespacedConfigMap({
+    namespace: ns,
+    body: { metadata: { name: 'seat', labels: { [HOLD_LABEL]: 'true' } } },
+  });
+  await waitFor('the webhook to be called (a dry-run DELETE)', async () => {
+    const before = reviews;
+    await c.core.deleteNamespacedConfigMap({ name: 'seat', namespace: ns, dryRun: 'All' });
+    return reviews > before;
+  });
+  await rejectDeletes();
+  let held: Promise<unknown> | undefined;
+  try {
+    // The API server has taken the FlowSchema in once it reports it not dangling.
+    await waitFor('the FlowSchema to take effect', async () => {
+      const fs = (await c.kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({
+        group: 'flowcontrol.apiserver.k8s.io',
+        version: 'v1',
+        plural: 'flowschemas',
+        name: SQUEEZE,
+      })) as { status?: { conditions?: { type: string; status: string }[] } };
+      return fs.status?.conditions?.some((x) => x.type === 'Dangling' && x.status === 'False');
+    });
+    held = asUser.deleteNamespacedConfigMap({ name: 'seat', namespace: ns });
+    held.catch(() => undefined);
+    await waitFor('the seat holder to reach the webhook', () => Promise.resolve(holding));
+    await waitFor("USER's other DELETEs to be rejected", async () => {
+      try {
+        await asUser.deleteNamespacedConfigMap({ name: 'absent', namespace: ns });
+        return false;
+      } catch (err) {
+        return statusOf(err) === 429;
+      }
+    });
+    rejected.length = 0;
+    await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Foreground' },
+    });
+    // kubegc decided to delete D (its owner waits for it) and was refused.
+    await waitFor('a DELETE of D answered 429', () => Promise.resolve(rejected.length > 0));
+    // The switch to Orphan. kubegc's orphaning PATCH of D is held until
+    // another DELETE of D goes out (5 s at most), as the squeeze held it in
+    // the soak: a DELETE re-sent on the old decision would find D unchanged.
+    holdPatchesOfDAfter = deletesOfD;
+    await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Orphan' },
+    });
+    const now = await read(c, o);
+    expect(now?.metadata?.finalizers).toContain('orphan');
+  } finally {
+    await allowDeletes();
+    release();
+    await held?.catch(() => undefined);
+  }
+  await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 60_000 });
+  await waitFor('D to be orphaned or deleted', async () => {
+    const dep = await read(c, d);
+    return dep === undefined || !(dep.metadata?.ownerReferences ?? []).some((r) => r.uid === o.uid);
+  });
+  holdPatchesOfDAfter = undefined;
+  const dep = await read(c, d);
+  expect(dep).toBeDefined();
+  expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
+});

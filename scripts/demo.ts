@@ -212,5 +212,5 @@ await new Promise((r) => gc.on('exit', r));
 console.log(
   `Explore: ${path.relative(process.cwd(), cluster.kubectl)} --kubeconfig ${path.relative(process.cwd(), cluster.kubeconfig)} get all -A`,
 );
-console.log('Run kubegc yourself: node dist/cli.js controller --kubeconfig .cluster/kubeconfig');
+console.log('Run kubegc yourself: npx kubegc controller --kubeconfig .cluster/kubeconfig');
 console.log('Stop the control plane: npm run cluster -- down');

@@ -1,0 +1,69 @@
+// The kubegc command line. Subcommands: `controller` (owner-reference GC) and
+// `node` (image and container GC); each lives in its own module under src/.
+// Loaded by src/cli.ts once the Node.js version is known to be good.
+import { VERSION } from '../version.ts';
+import { UsageError } from './flags.ts';
+
+type Command = (argv: string[]) => Promise<number>;
+
+/** Subcommands, loaded lazily so `kubegc --help` stays fast. */
+const COMMANDS: Record<string, { summary: string; load?: () => Promise<Command> }> = {
+  controller: {
+    summary: 'owner-reference garbage collection for the whole cluster',
+    load: async () => (await import('./controller.ts')).controllerCommand,
+  },
+  explain: {
+    summary: 'why an object is or is not being collected (read-only, any cluster)',
+    load: async () => (await import('./explain.ts')).explainCommand,
+  },
+  node: {
+    summary: 'image and container garbage collection on this node over CRI',
+    load: async () => (await import('./node.ts')).nodeCommand,
+  },
+};
+
+export const USAGE = `kubegc ${VERSION}: a Kubernetes garbage collector
+
+usage: kubegc <command> [flags]
+
+commands:
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`)
+  .join('\n')}
+
+flags:
+  -h, --help     show this help (kubegc <command> --help for a command's flags)
+  --version      print the version`;
+
+export async function run(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv;
+  if (first === undefined || first === '-h' || first === '--help' || first === 'help') {
+    console.log(USAGE);
+    return first === undefined ? 2 : 0;
+  }
+  if (first === '--version' || first === 'version') {
+    console.log(VERSION);
+    return 0;
+  }
+  const command = COMMANDS[first];
+  if (!command) throw new UsageError(`unknown command "${first}" (see kubegc --help)`);
+  if (!command.load) throw new UsageError(`"${first}" is not implemented in this version`);
+  return (await command.load())(rest);
+}
+
+export function main(): void {
+  run(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      if (err instanceof UsageError) {
+        console.error(`kubegc: ${err.message}`);
+        process.exitCode = 2;
+      } else {
+        console.error(`kubegc: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        process.exitCode = 1;
+      }
+    },
+  );
+}

@@ -2,8 +2,11 @@
 // its location from the environment; each test works in its own namespace.
 import path from 'node:path';
 import { REPO_ROOT, up } from '../../cluster/controlplane.ts';
+import { ensurePackages, TEST_PACKAGES } from '../../cluster/packages.ts';
 
 export default async function globalSetup(): Promise<void> {
+  // Prometheus, containerd, runc...: installed now when missing, or the run stops here naming them.
+  ensurePackages(TEST_PACKAGES, (l) => process.stderr.write(`\ne2e setup: ${l}`));
   const dir = process.env.KUBEGC_E2E_CLUSTER_DIR ?? path.join(REPO_ROOT, '.cluster-e2e');
   const started = Date.now();
   const cluster = await up({

@@ -215,6 +215,13 @@ test('a real Prometheus scrapes kubegc during a cascade', async () => {
       ],
       { stdio: 'ignore' },
     );
+    // A Prometheus that cannot start (not installed, bad flags) fails the test at once, not after the wait.
+    const running = prom;
+    const promDown = new Promise<never>((_, reject) => {
+      running.on('error', (err) => reject(new Error(`prometheus did not start: ${err.message}`)));
+      running.on('exit', (code) => reject(new Error(`prometheus exited with code ${code}`)));
+    });
+    promDown.catch(() => undefined);
     const query = async (q: string): Promise<number | undefined> => {
       const res = await fetch(
         `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`,
@@ -224,11 +231,12 @@ test('a real Prometheus scrapes kubegc during a cascade', async () => {
       return v === undefined ? undefined : Number(v);
     };
     const addsQuery = 'workqueue_adds_total{name="garbage_collector_attempt_to_delete"}';
-    const before = await waitFor(
-      'Prometheus to scrape kubegc',
-      () => query(addsQuery).catch(() => undefined),
-      { timeoutMs: 60_000 },
-    );
+    const before = await Promise.race([
+      waitFor('Prometheus to scrape kubegc', () => query(addsQuery).catch(() => undefined), {
+        timeoutMs: 60_000,
+      }),
+      promDown,
+    ]);
 
     const owner = await configMap(c, ns, 'owner');
     await times(50, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));

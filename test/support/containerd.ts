@@ -19,6 +19,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ensurePackages, TEST_PACKAGES } from '../../cluster/packages.ts';
 import { CriClient, type ContainerState, type CriSandbox } from '../../src/node/cri/client.ts';
 import type { FsStats } from '../../src/node/image-gc-policy.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
@@ -39,24 +40,11 @@ const KUBELET_LABELS = {
   containerName: 'io.kubernetes.container.name',
 };
 
-function commandExists(cmd: string): boolean {
-  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
-}
-
 /** containerd, ctr and runc on PATH, installing Debian's packages when missing (needs root). */
 export function ensureContainerdInstalled(): void {
   if (process.getuid?.() !== 0)
     throw new Error('the node-GC e2e tests need root (containerd, runc and a tmpfs mount)');
-  const missing = ['containerd', 'ctr', 'runc'].filter((c) => !commandExists(c));
-  if (missing.length === 0) return;
-  if (!commandExists('apt-get'))
-    throw new Error(`missing ${missing.join(', ')} and no apt-get to install them`);
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  execFileSync('apt-get', ['update', '-qq'], { env, stdio: 'inherit' });
-  execFileSync('apt-get', ['install', '-y', '-qq', 'containerd', 'runc'], {
-    env,
-    stdio: 'inherit',
-  });
+  ensurePackages(TEST_PACKAGES.filter((r) => ['containerd', 'ctr', 'runc'].includes(r.provides)));
 }
 
 /** Polls until `check` returns a truthy value, or fails with `what` after the deadline. */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the
-# wrapper module in cluster/k8s into OUT_DIR (default: the version-keyed cache).
+# Builds kube-apiserver, kube-controller-manager, kubectl and etcd, and for
+# `up --node` kube-scheduler and kubelet, from the wrapper module in
+# cluster/k8s into OUT_DIR (default: the version-keyed cache).
 # Usage: cluster/build.sh [OUT_DIR]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,4 +41,6 @@ build etcd ./cmd/etcd
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kubectl k8s.io/kubernetes/cmd/kubectl
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+build kubelet k8s.io/kubernetes/cmd/kubelet
 echo "$out"

@@ -1,16 +1,21 @@
-// `npm run cluster -- up [--builtin-gc] [--audit] | down | status [--dir DIR]`
+// `npm run cluster -- up [--builtin-gc] [--audit] [--node] | down | status [--dir DIR]`
 // The last line `up` prints is the kubeconfig path, so scripts can capture it.
 import path from 'node:path';
 import { ControlPlaneError, REPO_ROOT, down, status, up } from './controlplane.ts';
+import { downNode, nodeStatus, upNode } from './node.ts';
 
 const USAGE = `usage: npm run cluster -- <command> [--dir DIR]
 
 commands:
-  up [--builtin-gc] [--audit]
+  up [--builtin-gc] [--audit] [--node]
                      start (or reuse) etcd, kube-apiserver and kube-controller-manager;
                      --builtin-gc also runs kube-controller-manager's own garbage collector;
-                     --audit has kube-apiserver log every write to DIR/logs/audit.log
-  down               stop the processes started in DIR and remove the data
+                     --audit has kube-apiserver log every write to DIR/logs/audit.log;
+                     --node (root: changes the host's network and cgroups) also joins a
+                     node: kube-scheduler, containerd and a kubelet, on bridge kubegc0
+                     (198.18.0.1); without it Pods stay Pending
+  down               stop the processes started in DIR (node included), undo what they
+                     added to the host and remove the data
   status             show what runs in DIR
 
 --dir DIR defaults to .cluster in the repository (env KUBEGC_CLUSTER_DIR).`;
@@ -24,6 +29,7 @@ async function main(argv: string[]): Promise<void> {
   let dir = process.env.KUBEGC_CLUSTER_DIR ?? path.join(REPO_ROOT, '.cluster');
   let builtinGc = false;
   let audit = false;
+  let node = false;
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -34,6 +40,7 @@ async function main(argv: string[]): Promise<void> {
     } else if (a.startsWith('--dir=')) dir = a.slice('--dir='.length);
     else if (a === '--builtin-gc') builtinGc = true;
     else if (a === '--audit') audit = true;
+    else if (a === '--node') node = true;
     else if (a === '-h' || a === '--help') {
       console.log(USAGE);
       return;
@@ -44,6 +51,7 @@ async function main(argv: string[]): Promise<void> {
   if (extra.length > 0) fail(`cluster: unexpected arguments: ${extra.join(' ')}`, 2);
   if (builtinGc && command !== 'up') fail('cluster: --builtin-gc goes with up', 2);
   if (audit && command !== 'up') fail('cluster: --audit goes with up', 2);
+  if (node && command !== 'up') fail('cluster: --node goes with up', 2);
   const log = (line: string): void => console.error(`cluster: ${line}`);
   switch (command) {
     case 'up': {
@@ -53,6 +61,13 @@ async function main(argv: string[]): Promise<void> {
         `${c.reused ? 'reused the running' : 'started a'} Kubernetes ${c.version} control plane at ${c.server}` +
           ` (${c.builtinGc ? 'with' : 'without'} the built-in GC) in ${((Date.now() - started) / 1000).toFixed(1)}s`,
       );
+      if (node) {
+        const nodeStarted = Date.now();
+        const n = await upNode(c, { log });
+        log(
+          `${n.reused ? 'reused the running' : 'joined'} node ${n.name} (${n.ip}, containerd ${n.containerdSocket}) in ${((Date.now() - nodeStarted) / 1000).toFixed(1)}s`,
+        );
+      }
       log(
         `kubectl: ${path.relative(process.cwd(), c.kubectl) || c.kubectl} --kubeconfig ${path.relative(process.cwd(), c.kubeconfig)}`,
       );
@@ -60,7 +75,8 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'down': {
-      const stopped = await down(dir);
+      const hadNode = await downNode(dir, log);
+      const stopped: string[] = [...(hadNode ? ['node'] : []), ...(await down(dir))];
       console.log(stopped.length ? `stopped ${stopped.join(', ')}` : 'nothing was running');
       return;
     }
@@ -77,6 +93,7 @@ async function main(argv: string[]): Promise<void> {
             running: s.running,
             server: s.cluster.server,
             kubeconfig: s.cluster.kubeconfig,
+            node: (await nodeStatus(dir)) ?? null,
           },
           null,
           2,

@@ -22,9 +22,18 @@ const execFileAsync = promisify(execFile);
 const CLUSTER_SRC = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.dirname(CLUSTER_SRC);
 
-/** Address the apiserver advertises: a documentation address (RFC 5737), never routed. */
-const ADVERTISE_ADDRESS = '192.0.2.10';
-const SERVICE_CIDR = '10.0.0.0/24';
+/**
+ * Every address the cluster uses is in 198.18.0.0/15 (RFC 2544, never routed):
+ * the node's bridge address (which the apiserver also advertises), pods, and
+ * Services. `up --node` (cluster/node.ts) configures them on a local bridge.
+ */
+export const NODE_IP = '198.18.0.1';
+const ADVERTISE_ADDRESS = NODE_IP;
+export const SERVICE_CIDR = '198.19.0.0/24';
+/** The `kubernetes` Service's ClusterIP: the first address of SERVICE_CIDR. */
+export const KUBERNETES_SERVICE_IP = '198.19.0.1';
+/** Bumped when makePki's output changes, so that an old pki/ is made again. */
+const PKI_LAYOUT = '2';
 
 export type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
 const COMPONENTS: Component[] = ['etcd', 'kube-apiserver', 'kube-controller-manager'];
@@ -34,7 +43,7 @@ export const CONTROLLERS_WITHOUT_GC = '*,-garbage-collector-controller';
 export const CONTROLLERS_ALL = '*';
 export const CONTROLLERS_GC_ONLY = 'garbage-collector-controller';
 
-interface ProcessRecord {
+export interface ProcessRecord {
   pid: number;
   bin: string;
 }
@@ -100,7 +109,14 @@ export async function binaryDir(): Promise<string> {
   return path.join(cache, 'k8s', await kubernetesVersion());
 }
 
-const BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl'];
+const BINARIES = [
+  'etcd',
+  'kube-apiserver',
+  'kube-controller-manager',
+  'kubectl',
+  'kube-scheduler',
+  'kubelet',
+];
 
 /** Builds the binaries into the version-keyed cache unless they are all there. */
 export async function ensureBinaries(log: (line: string) => void = noop): Promise<string> {
@@ -137,7 +153,7 @@ export async function ensureBinaries(log: (line: string) => void = noop): Promis
 // ---------------------------------------------------------------------------
 // Files in the cluster directory
 
-function paths(dir: string) {
+export function paths(dir: string) {
   const pki = path.join(dir, 'pki');
   return {
     state: path.join(dir, 'state.json'),
@@ -151,6 +167,9 @@ function paths(dir: string) {
     apiKey: path.join(pki, 'apiserver.key'),
     adminCrt: path.join(pki, 'admin.crt'),
     adminKey: path.join(pki, 'admin.key'),
+    kubeletClientCrt: path.join(pki, 'apiserver-kubelet-client.crt'),
+    kubeletClientKey: path.join(pki, 'apiserver-kubelet-client.key'),
+    layout: path.join(pki, 'layout'),
     saKey: path.join(pki, 'sa.key'),
     saPub: path.join(pki, 'sa.pub'),
   };
@@ -209,7 +228,7 @@ async function openssl(args: string[]): Promise<void> {
 }
 
 /** A key and a certificate signed by the cluster CA: `outDir/name.{key,crt}`. */
-async function signCert(
+export async function signCert(
   dir: string,
   outDir: string,
   name: string,
@@ -252,12 +271,15 @@ async function signCert(
   ]);
 }
 
-const CLIENT_CERT_EXT = 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n';
+export const CLIENT_CERT_EXT = 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n';
 
 /** A CA, the apiserver's serving cert, an admin client cert (system:masters), the service-account key pair. */
 async function makePki(dir: string): Promise<void> {
   const p = paths(dir);
-  if (existsSync(p.saPub) && existsSync(p.adminCrt)) return;
+  if (existsSync(p.layout) && readFileSync(p.layout, 'utf8') === PKI_LAYOUT) return;
+  await fs.rm(p.pki, { recursive: true, force: true });
+  // Users' certificates were signed by the CA being replaced.
+  await fs.rm(path.join(dir, 'users'), { recursive: true, force: true });
   await fs.mkdir(p.pki, { recursive: true });
   await openssl([
     'req',
@@ -279,12 +301,20 @@ async function makePki(dir: string): Promise<void> {
   await sign(
     'apiserver',
     '/CN=kube-apiserver',
-    'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
+    `subjectAltName=IP:127.0.0.1,IP:${KUBERNETES_SERVICE_IP},DNS:localhost,` +
+      'DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
       'extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
   );
   await sign('admin', '/O=system:masters/CN=admin', CLIENT_CERT_EXT);
+  // kube-apiserver's client certificate for kubelets (logs, exec).
+  await sign(
+    'apiserver-kubelet-client',
+    '/O=system:masters/CN=kube-apiserver-kubelet-client',
+    CLIENT_CERT_EXT,
+  );
   await openssl(['genrsa', '-out', p.saKey, '2048']);
   await openssl(['rsa', '-in', p.saKey, '-pubout', '-out', p.saPub]);
+  await fs.writeFile(p.layout, PKI_LAYOUT);
 }
 
 /**
@@ -342,7 +372,7 @@ export async function grantClusterAdmin(cluster: Cluster, user: string): Promise
 }
 
 /** A kubeconfig (JSON, which is valid YAML) with one cluster, one client-certificate user. */
-async function kubeconfigFor(
+export async function kubeconfigFor(
   server: string,
   caCrt: string,
   user: string,
@@ -413,7 +443,7 @@ export function isOurs(rec: ProcessRecord | undefined): boolean {
   }
 }
 
-function startProcess(dir: string, logName: string, bin: string, args: string[]): ProcessRecord {
+export function startProcess(dir: string, logName: string, bin: string, args: string[]): ProcessRecord {
   const log = openSync(logFile(dir, logName), 'a');
   const child = spawn(bin, args, { detached: true, stdio: ['ignore', log, log] });
   closeSync(log);
@@ -422,7 +452,7 @@ function startProcess(dir: string, logName: string, bin: string, args: string[])
   return { pid: child.pid, bin };
 }
 
-async function stopProcess(rec: ProcessRecord | undefined, timeoutMs = 15_000): Promise<boolean> {
+export async function stopProcess(rec: ProcessRecord | undefined, timeoutMs = 15_000): Promise<boolean> {
   if (!isOurs(rec) || !rec) return false;
   process.kill(rec.pid, 'SIGTERM');
   const deadline = Date.now() + timeoutMs;
@@ -576,6 +606,10 @@ function apiserverArgs(dir: string, ports: State['ports'], audit = false): strin
     `--service-account-key-file=${p.saPub}`,
     `--service-account-signing-key-file=${p.saKey}`,
     `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    // Logs and exec through the node's kubelet (cluster/node.ts): by its address, not a DNS name.
+    '--kubelet-preferred-address-types=InternalIP',
+    `--kubelet-client-certificate=${p.kubeletClientCrt}`,
+    `--kubelet-client-key=${p.kubeletClientKey}`,
     '--allow-privileged=true',
     '--v=0',
   ];

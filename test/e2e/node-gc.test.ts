@@ -10,7 +10,7 @@ import { usagePercent } from '../../src/node/image-gc-policy.ts';
 import { clients, e2eCluster, waitFor, type Clients } from '../support/cluster.ts';
 import { startContainerd, type TestContainerd } from '../support/containerd.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
-import { randomLayer, type BuiltImage } from '../support/oci-image.ts';
+import { randomLayer, type BuiltImage } from '../../cluster/oci-image.ts';
 
 const MiB = 1024 * 1024;
 const HOUR = 3_600_000;

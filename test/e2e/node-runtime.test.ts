@@ -4,7 +4,7 @@
 import { startContainerd, until, type TestContainerd } from '../support/containerd.ts';
 import { startNode } from '../support/kubegc-node.ts';
 import type { KubegcProcess, LogLine } from '../support/kubegc.ts';
-import { randomLayer } from '../support/oci-image.ts';
+import { randomLayer } from '../../cluster/oci-image.ts';
 
 let h: TestContainerd;
 let proc: KubegcProcess | undefined;

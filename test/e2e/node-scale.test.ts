@@ -5,7 +5,7 @@ import path from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { startContainerd, type TestContainerd } from '../support/containerd.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
-import { randomLayer } from '../support/oci-image.ts';
+import { randomLayer } from '../../cluster/oci-image.ts';
 
 const IMAGES = 200;
 const LAYER_BYTES = 256 * 1024;

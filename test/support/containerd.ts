@@ -29,7 +29,7 @@ import {
   type BuiltImage,
   type ImageSpec,
   type Layer,
-} from './oci-image.ts';
+} from '../../cluster/oci-image.ts';
 
 export const PAUSE_IMAGE = 'kubegc.test/pause:1';
 

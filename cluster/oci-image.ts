@@ -1,6 +1,6 @@
-// Container images built from scratch for the node-GC e2e tests: nothing can
-// be pulled here, so tests write OCI image layouts (blobs + index.json) into a
-// tar archive that `ctr images import` loads. Layers are uncompressed tars
+// Container images built from scratch for the node-GC e2e tests and the local
+// node (its pause image): nothing can be pulled here, so we write OCI image
+// layouts (blobs + index.json) into a tar archive that `ctr images import` loads. Layers are uncompressed tars
 // (media type ...layer.v1.tar), so the CRI size of an image is close to the
 // bytes its files take once unpacked.
 import { execFileSync } from 'node:child_process';

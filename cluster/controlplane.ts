@@ -271,7 +271,8 @@ export async function signCert(
   ]);
 }
 
-export const CLIENT_CERT_EXT = 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n';
+export const CLIENT_CERT_EXT =
+  'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n';
 
 /** A CA, the apiserver's serving cert, an admin client cert (system:masters), the service-account key pair. */
 async function makePki(dir: string): Promise<void> {
@@ -443,7 +444,12 @@ export function isOurs(rec: ProcessRecord | undefined): boolean {
   }
 }
 
-export function startProcess(dir: string, logName: string, bin: string, args: string[]): ProcessRecord {
+export function startProcess(
+  dir: string,
+  logName: string,
+  bin: string,
+  args: string[],
+): ProcessRecord {
   const log = openSync(logFile(dir, logName), 'a');
   const child = spawn(bin, args, { detached: true, stdio: ['ignore', log, log] });
   closeSync(log);
@@ -452,7 +458,10 @@ export function startProcess(dir: string, logName: string, bin: string, args: st
   return { pid: child.pid, bin };
 }
 
-export async function stopProcess(rec: ProcessRecord | undefined, timeoutMs = 15_000): Promise<boolean> {
+export async function stopProcess(
+  rec: ProcessRecord | undefined,
+  timeoutMs = 15_000,
+): Promise<boolean> {
   if (!isOurs(rec) || !rec) return false;
   process.kill(rec.pid, 'SIGTERM');
   const deadline = Date.now() + timeoutMs;

@@ -56,6 +56,8 @@ const POD_LOGS = '/var/log/pods';
 const CONTAINER_LOGS = '/var/log/containers';
 /** Written by the kubelet outside its root dir. */
 const KUBELET_SHARED = '/var/lib/kubelet';
+/** The node GC DaemonSet's hostPath state directory (deploy/node/daemonset.yaml). */
+const KUBEGC_NODE_STATE = '/var/lib/kubegc';
 const COMMENT = 'kubegc-local-node';
 
 export const NODE_PACKAGES: Requirement[] = [
@@ -438,6 +440,8 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
 
     for (const d of [CONTAINERD.root, CONTAINERD.state, POD_LOGS, CONTAINER_LOGS, KUBELET_SHARED])
       await mkdirRecorded(d, state.createdDirs);
+    // Made later by the kubelet for the node GC DaemonSet (hostPath DirectoryOrCreate): ours to remove if absent now.
+    if (!existsSync(KUBEGC_NODE_STATE)) state.createdDirs.unshift(KUBEGC_NODE_STATE);
     if (readdirSync(CONTAINERD.root).length > 0 && !mountPoints().includes(CONTAINERD.root))
       throw new ControlPlaneError(
         `${CONTAINERD.root} is not empty; the local node mounts a filesystem of its own there`,

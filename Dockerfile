@@ -1,6 +1,9 @@
 # kubegc image. Node 24 everywhere: development (the `node` devDependency),
-# tests, CI and this image. Cannot be built on the project's dev machines
-# (no container engine); build it wherever Docker or BuildKit runs:
+# tests, CI and this image. On the project's machines, where nothing can be
+# pulled, build it with `npm run image` (root; scripts/image.ts): podman builds
+# this file as it is on a node:24-bookworm-slim made locally (mmdebstrap, the
+# `node` devDependency's binary, npm), saves an OCI archive and imports it into
+# containerd as localhost/kubegc:dev. Wherever the real base can be pulled:
 #   docker build -t kubegc:dev .
 
 FROM node:24-bookworm-slim AS build

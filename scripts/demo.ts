@@ -45,9 +45,12 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 console.log(
   `demo: Kubernetes ${cluster.version} ${cluster.reused ? 'already running' : 'up'} at ${cluster.server}`,
 );
-console.log(
-  'demo: its kube-controller-manager runs every controller except the garbage collector\n',
-);
+console.log('demo: its kube-controller-manager runs every controller except the garbage collector');
+if (kubectl('get', 'nodes', '-o', 'name').trim() === '')
+  console.log(
+    'demo: no node has joined, so the Pods stay Pending (the GC does not need them to run); `sudo npm run cluster -- up --node` joins one',
+  );
+console.log('');
 
 async function buildTree(): Promise<void> {
   kubectl('delete', 'namespace', NS, '--ignore-not-found', '--wait=true');

@@ -1,0 +1,473 @@
+// The user's path: the image built from the Dockerfile (`npm run image`),
+// `kubectl apply -k` of an overlay of deploy/ that sets only the image, pods
+// on a real kubelet node (`npm run cluster -- up --node`), scraped by a real
+// Prometheus through Kubernetes service discovery. The node changes the host
+// (root), so this file runs its own control plane in .cluster-e2e-node and
+// takes it down at the end; the other e2e files never see a node (their Pods
+// stay Pending, as they always have).
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
+import { buildKubegcImage, importImage } from '../../cluster/image.ts';
+import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
+import {
+  hostToolsLayer,
+  ociArchive,
+  randomLayer,
+  type ImageSpec,
+} from '../../cluster/oci-image.ts';
+import { statFilesystem } from '../../src/node/statfs.ts';
+import { clients, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
+
+const run = promisify(execFile);
+const DIR = path.join(REPO_ROOT, '.cluster-e2e-node');
+const OVERLAY = path.join(REPO_ROOT, 'test', 'e2e', 'deploy-overlay');
+const NS = 'kubegc-system';
+const CONTROLLER_SA = `system:serviceaccount:${NS}:kubegc-controller`;
+const log = (l: string): void => void process.stderr.write(`\nin-cluster: ${l}`);
+
+let cluster: Cluster;
+let core: k8s.CoreV1Api;
+let coordination: k8s.CoordinationV1Api;
+let c: Clients;
+/** From `kubectl apply -k` to both controller replicas Ready. */
+let applyToReadyMs = 0;
+/** containerd's name for the kubegc image. */
+let kubegcRef = '';
+let deleted = false;
+
+async function kubectl(...args: string[]): Promise<string> {
+  const { stdout } = await run(cluster.kubectl, ['--kubeconfig', cluster.kubeconfig, ...args], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return stdout;
+}
+
+async function controllerPods(): Promise<k8s.V1Pod[]> {
+  const list = await core.listNamespacedPod({
+    namespace: NS,
+    labelSelector: 'app.kubernetes.io/name=kubegc,app.kubernetes.io/component=controller',
+  });
+  return list.items.filter((p) => !p.metadata?.deletionTimestamp);
+}
+
+const ready = (p: k8s.V1Pod): boolean =>
+  p.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') ?? false;
+
+/** The pod whose replica holds the Lease (the identity is `<hostname>_<uuid>`; hostname = pod name). */
+async function leaderPod(): Promise<string | undefined> {
+  const lease = await coordination
+    .readNamespacedLease({ name: 'kubegc', namespace: NS })
+    .catch(() => undefined);
+  const holder = lease?.spec?.holderIdentity;
+  if (!holder) return undefined;
+  return (await controllerPods()).find((p) => holder.startsWith(`${p.metadata?.name}_`))?.metadata
+    ?.name;
+}
+
+/** DELETEs in the audit log, by object name, for one namespace. */
+function auditDeletes(namespace: string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const files = [`${cluster.auditLog}.1`, cluster.auditLog as string];
+  for (const f of files) {
+    let text = '';
+    try {
+      text = readFileSync(f, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n')) {
+      if (!line.includes('"delete"') || !line.includes(namespace)) continue;
+      const e = JSON.parse(line) as {
+        verb: string;
+        stage: string;
+        user: { username: string };
+        objectRef?: { namespace?: string; name?: string };
+        responseStatus?: { code?: number };
+      };
+      if (e.verb !== 'delete' || e.stage !== 'ResponseComplete') continue;
+      if (e.objectRef?.namespace !== namespace || !e.objectRef.name) continue;
+      if ((e.responseStatus?.code ?? 0) >= 300) continue;
+      const users = out.get(e.objectRef.name) ?? [];
+      users.push(e.user.username);
+      out.set(e.objectRef.name, users);
+    }
+  }
+  return out;
+}
+
+/** An owner ConfigMap with `n` dependents, then the owner deleted: returns when all are gone. */
+async function cascade(prefix: string, n: number): Promise<string> {
+  const ns = await testNamespace(core, prefix);
+  const owner = await configMap(c, ns, 'owner');
+  await times(n, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));
+  await core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+  await waitFor(
+    `the in-cluster kubegc to collect ${n} dependents`,
+    async () => (await configMapNames(c, ns)).filter((x) => x.startsWith('dep-')).length === 0,
+    { timeoutMs: 180_000, intervalMs: 500 },
+  );
+  return ns;
+}
+
+beforeAll(async () => {
+  cluster = await up({ dir: DIR, audit: true, log });
+  await upNode(cluster, { log });
+  const image = await buildKubegcImage({ log });
+  kubegcRef = await importImage(image.archive);
+  log(`image ${kubegcRef} imported into the node's containerd`);
+  c = clients(cluster);
+  core = c.core;
+  coordination = c.kc.makeApiClient(k8s.CoordinationV1Api);
+
+  const started = Date.now();
+  await kubectl('apply', '-k', OVERLAY);
+  await waitFor(
+    'both controller replicas to be Ready',
+    async () => {
+      const pods = await controllerPods();
+      return pods.length === 2 && pods.every(ready);
+    },
+    { timeoutMs: 180_000, intervalMs: 500 },
+  );
+  applyToReadyMs = Date.now() - started;
+  log(
+    `kubectl apply -k → both controller replicas Ready in ${(applyToReadyMs / 1000).toFixed(1)}s`,
+  );
+}, 1_800_000);
+
+afterAll(async () => {
+  // The node GC's log, for a failed run (kept with the cluster's other logs).
+  if (cluster && !deleted)
+    await kubectl('logs', '-n', NS, 'ds/kubegc-node', '--tail=200')
+      .then((text) => fs.writeFile(path.join(DIR, 'logs', 'kubegc-node-pod.log'), text))
+      .catch(() => undefined);
+  if (cluster && !deleted) await kubectl('delete', '-k', OVERLAY, '--wait=false').catch(() => '');
+  await downNode(DIR, log).catch((err: unknown) => log(`node teardown: ${String(err)}`));
+  await down(DIR);
+}, 300_000);
+
+test('kubectl apply -k: both controller replicas Ready, one holds the Lease', async () => {
+  expect(applyToReadyMs).toBeGreaterThan(0);
+  const pods = await controllerPods();
+  expect(pods.map((p) => p.spec?.nodeName)).toEqual(['kubegc-node', 'kubegc-node']);
+  const leader = await waitFor('a replica to hold the Lease', leaderPod);
+  expect(pods.map((p) => p.metadata?.name)).toContain(leader);
+});
+
+test('a cascade of 300 objects is collected by the in-cluster kubegc, as its own service account', async () => {
+  const ns = await cascade('in-cluster', 300);
+  const deletes = await waitFor('the audit log to show the deletes', () => {
+    const d = auditDeletes(ns);
+    return Promise.resolve(d.size >= 301 ? d : undefined);
+  });
+  for (let i = 0; i < 300; i++) expect(deletes.get(`dep-${i}`)).toEqual([CONTROLLER_SA]);
+});
+
+test('a real Prometheus scrapes both replicas through the metrics Service and sees the deletions', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-prom-'));
+  let prom: ChildProcess | undefined;
+  try {
+    const port = 19000 + Math.floor(Math.random() * 1000);
+    // Debian's Prometheus (2.42) is built without Kubernetes service discovery:
+    // the Service's endpoints go into a file_sd targets file, refreshed as they change.
+    const targets = path.join(dir, 'targets.json');
+    const writeTargets = async (): Promise<number> => {
+      const slices = await c.kc.makeApiClient(k8s.DiscoveryV1Api).listNamespacedEndpointSlice({
+        namespace: NS,
+        labelSelector: 'kubernetes.io/service-name=kubegc-metrics',
+      });
+      const addrs = slices.items.flatMap((sl) =>
+        (sl.endpoints ?? []).flatMap((e) =>
+          e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:8080`),
+        ),
+      );
+      await fs.writeFile(`${targets}.tmp`, JSON.stringify([{ targets: addrs, labels: {} }]));
+      await fs.rename(`${targets}.tmp`, targets);
+      return addrs.length;
+    };
+    await waitFor('the metrics Service to have both replicas as endpoints', async () =>
+      (await writeTargets()) === 2 ? true : undefined,
+    );
+    await fs.writeFile(
+      path.join(dir, 'prometheus.yml'),
+      `global: { scrape_interval: 2s }
+scrape_configs:
+  - job_name: kubegc
+    file_sd_configs:
+      - files: [${targets}]
+        refresh_interval: 2s
+`,
+    );
+    prom = spawn(
+      'prometheus',
+      [
+        `--config.file=${path.join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${path.join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
+      { stdio: 'ignore' },
+    );
+    const running = prom;
+    const promDown = new Promise<never>((_, reject) => {
+      running.on('error', (err) => reject(new Error(`prometheus did not start: ${err.message}`)));
+      running.on('exit', (code) => reject(new Error(`prometheus exited with code ${code}`)));
+    });
+    promDown.catch(() => undefined);
+    const query = async (q: string): Promise<number | undefined> => {
+      const res = await fetch(
+        `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`,
+      );
+      const body = (await res.json()) as { data?: { result?: { value: [number, string] }[] } };
+      const v = body.data?.result?.[0]?.value[1];
+      return v === undefined ? undefined : Number(v);
+    };
+    // Both replicas are targets; the leader made the deletions of the cascade above.
+    const scraped = await Promise.race([
+      waitFor('Prometheus to scrape both replicas', async () => {
+        const up = await query('count(up{job="kubegc"} == 1)').catch(() => undefined);
+        return up === 2 ? up : undefined;
+      }),
+      promDown,
+    ]);
+    expect(scraped).toBe(2);
+    const deletions = await waitFor('Prometheus to see the deletions', async () => {
+      const v = await query('sum(kubegc_deletions_total{dry_run="false"})').catch(() => undefined);
+      return v !== undefined && v >= 300 ? v : undefined;
+    });
+    expect(deletions).toBeGreaterThanOrEqual(300);
+  } finally {
+    prom?.kill('SIGTERM');
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('the leader pod deleted: the standby takes over and collection continues', async () => {
+  const leader = await waitFor('a leader', leaderPod);
+  const standby = (await controllerPods()).find((p) => p.metadata?.name !== leader)?.metadata?.name;
+  expect(standby).toBeDefined();
+  await core.deleteNamespacedPod({ namespace: NS, name: leader });
+  await waitFor('the standby to hold the Lease', async () => (await leaderPod()) === standby, {
+    timeoutMs: 120_000,
+  });
+  const ns = await cascade('in-cluster-failover', 100);
+  const deletes = auditDeletes(ns);
+  for (let i = 0; i < 100; i++) expect(deletes.get(`dep-${i}`)).toEqual([CONTROLLER_SA]);
+});
+
+/** Images in the node's containerd (k8s.io namespace), by name. */
+async function nodeImages(): Promise<string[]> {
+  const { stdout } = await run('ctr', [
+    '--address',
+    CONTAINERD.socket,
+    '-n',
+    'k8s.io',
+    'images',
+    'ls',
+    '-q',
+  ]);
+  return stdout.split('\n').filter(Boolean);
+}
+
+async function importImages(specs: ImageSpec[]): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-images-'));
+  try {
+    const file = path.join(dir, 'images.oci.tar');
+    await fs.writeFile(file, ociArchive(specs).archive);
+    await run('ctr', ['--address', CONTAINERD.socket, '-n', 'k8s.io', 'images', 'import', file]);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+const usedPercent = async (): Promise<number> => {
+  const s = await statFilesystem(CONTAINERD.root);
+  return (100 * (s.capacityBytes - s.availableBytes)) / s.capacityBytes;
+};
+
+async function nodeGcPods(): Promise<k8s.V1Pod[]> {
+  const pods = await core.listNamespacedPod({
+    namespace: NS,
+    labelSelector: 'app.kubernetes.io/name=kubegc-node',
+  });
+  return pods.items.filter((p) => !p.metadata?.deletionTimestamp);
+}
+
+/** The node GC pod's metrics endpoint (pod IP on the node bridge), one sample. */
+async function nodeGcMetric(name: string): Promise<number> {
+  const ip = (await nodeGcPods())[0]?.status?.podIP;
+  if (!ip) throw new Error('no node GC pod IP');
+  const text = await (await fetch(`http://${ip}:8080/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+      sum += Number(line.split(' ').pop());
+  return sum;
+}
+
+test('the node GC DaemonSet: the image filesystem pushed past the high threshold is brought below the low one; images in use and the pause image stay', async () => {
+  // The one change to what `apply -k` installed, for time only: image GC passes
+  // (and container GC) every 15 s instead of every 5 minutes (1 minute). An image's age counts from the pass
+  // that first detects it (as the kubelet's does), so with the default period
+  // the 2-minute minimum age would keep this test waiting about 10 minutes.
+  await kubectl(
+    'patch',
+    'daemonset',
+    'kubegc-node',
+    '-n',
+    NS,
+    '--type=json',
+    '-p',
+    JSON.stringify([
+      {
+        op: 'add',
+        path: '/spec/template/spec/containers/0/args/-',
+        value: '--image-gc-period=15s',
+      },
+    ]),
+  );
+  await kubectl('rollout', 'status', 'daemonset/kubegc-node', '-n', NS, '--timeout=120s');
+  await waitFor(
+    'the node GC pod to be Ready',
+    async () => {
+      const pods = await nodeGcPods();
+      return pods.length === 1 && pods.every(ready);
+    },
+    { timeoutMs: 120_000 },
+  );
+  // Two images in use by a running pod.
+  const tools = hostToolsLayer(['/bin/sleep', '/bin/sh']);
+  const apps = [1, 2].map((i) => ({
+    name: `kubegc.test/app:${i}`,
+    layers: [tools, randomLayer(8 << 20)],
+    entrypoint: ['/bin/sleep', '3600'],
+  }));
+  await importImages(apps);
+  const ns = await testNamespace(core, 'node-gc');
+  await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name: 'apps' },
+      spec: {
+        containers: apps.map((a, i) => ({
+          name: `app${i + 1}`,
+          image: a.name,
+          imagePullPolicy: 'Never',
+        })),
+      },
+    },
+  });
+  await waitFor('the apps pod to run', async () =>
+    ready(await core.readNamespacedPod({ namespace: ns, name: 'apps' })),
+  );
+
+  // Unused images up to ~92% of the image filesystem (each costs its layer twice: content + snapshot).
+  const fsNow = await statFilesystem(CONTAINERD.root);
+  const need = 0.92 * fsNow.capacityBytes - (fsNow.capacityBytes - fsNow.availableBytes);
+  const fillers = Array.from({ length: 4 }, (_, i) => ({
+    name: `kubegc.test/filler:${i}`,
+    layers: [randomLayer(Math.max(1 << 20, Math.floor(need / 8)))],
+  }));
+  await importImages(fillers);
+  const before = await usedPercent();
+  log(`image filesystem ${before.toFixed(1)}% used after the fillers`);
+  expect(before).toBeGreaterThan(85);
+  const freedBefore = await nodeGcMetric('kubegc_node_image_bytes_freed_total');
+  const availableBefore = (await statFilesystem(CONTAINERD.root)).availableBytes;
+
+  // --image-minimum-gc-age=2m (deploy/node/daemonset.yaml): the fillers go once they are 2 minutes old.
+  await waitFor(
+    'the image filesystem below the low threshold (80%)',
+    async () => (await usedPercent()) < 80,
+    {
+      timeoutMs: 360_000,
+      intervalMs: 2000,
+    },
+  );
+  const images = await nodeImages();
+  for (const kept of [...apps.map((a) => a.name), PAUSE_IMAGE, kubegcRef])
+    expect(images).toContain(kept);
+  expect(fillers.filter((f) => !images.includes(f.name)).length).toBeGreaterThan(0);
+  // What kubegc reports freeing (statfs before and after each removal) is what the host saw.
+  const freed = (await nodeGcMetric('kubegc_node_image_bytes_freed_total')) - freedBefore;
+  const seen = (await statFilesystem(CONTAINERD.root)).availableBytes - availableBefore;
+  log(`node GC reported ${freed} bytes freed; statfs on the host: ${seen}`);
+  expect(freed).toBeGreaterThan(0.8 * seen);
+  expect(freed).toBeLessThan(1.2 * seen);
+}, 600_000);
+
+test('the node GC DaemonSet: the dead container of a deleted pod and its logs are removed', async () => {
+  const ns = await testNamespace(core, 'node-gc-dead');
+  await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name: 'once' },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [
+          {
+            name: 'once',
+            image: 'kubegc.test/app:1',
+            imagePullPolicy: 'Never',
+            command: ['/bin/sh', '-c', 'echo done'],
+          },
+        ],
+      },
+    },
+  });
+  const pod = await waitFor('the pod to succeed', async () => {
+    const p = await core.readNamespacedPod({ namespace: ns, name: 'once' });
+    return p.status?.phase === 'Succeeded' ? p : undefined;
+  });
+  const uid = pod.metadata?.uid ?? '';
+  const logDir = path.join('/var/log/pods', `${ns}_once_${uid}`);
+  const containersOfPod = async (): Promise<string[]> => {
+    const { stdout } = await run('ctr', [
+      '--address',
+      CONTAINERD.socket,
+      '-n',
+      'k8s.io',
+      'containers',
+      'ls',
+      '-q',
+      `labels."io.kubernetes.pod.uid"==${uid}`,
+    ]);
+    return stdout.split('\n').filter(Boolean);
+  };
+  expect((await containersOfPod()).length).toBeGreaterThan(0);
+  expect(existsSync(logDir)).toBe(true);
+  await core.deleteNamespacedPod({ namespace: ns, name: 'once', gracePeriodSeconds: 0 });
+  await waitFor(
+    "the pod's containers and log directory to be removed",
+    async () => (await containersOfPod()).length === 0 && !existsSync(logDir),
+    { timeoutMs: 180_000, intervalMs: 1000 },
+  );
+  // By kubegc: its log names the pod's log directory.
+  const logs = await kubectl('logs', '-n', NS, 'ds/kubegc-node', '--tail=-1');
+  expect(
+    logs.split('\n').some((l) => l.includes('removed pod log directory') && l.includes(uid)),
+  ).toBe(true);
+}, 300_000);
+
+test('kubectl delete -k leaves nothing behind', async () => {
+  await kubectl('delete', '-k', OVERLAY, '--wait=true', '--timeout=180s');
+  deleted = true;
+  await waitFor(
+    `namespace ${NS} to be gone`,
+    async () => {
+      const list = await core.listNamespace();
+      return !list.items.some((n) => n.metadata?.name === NS);
+    },
+    { timeoutMs: 180_000, intervalMs: 500 },
+  );
+  const left = await kubectl('get', 'clusterroles,clusterrolebindings', '-o', 'name');
+  expect(left.split('\n').filter((l) => l.includes('kubegc'))).toEqual([]);
+  const pods = await core.listPodForAllNamespaces();
+  expect(pods.items.filter((p) => p.metadata?.namespace === NS)).toEqual([]);
+});

@@ -440,6 +440,12 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
 
     for (const d of [CONTAINERD.root, CONTAINERD.state, POD_LOGS, CONTAINER_LOGS, KUBELET_SHARED])
       await mkdirRecorded(d, state.createdDirs);
+    // containerd 1.6 shims put their sockets in /run/containerd/s whatever the
+    // configured state dir, creating missing parents with mode 0600 (any
+    // containerd on this machine, the node-GC tests' own included). A pod that
+    // mounts /run/containerd (the node GC DaemonSet, root without
+    // CAP_DAC_OVERRIDE) must be able to traverse it: containerd's usual 0711.
+    await fs.chmod(CONTAINERD.state, 0o711);
     // Made later by the kubelet for the node GC DaemonSet (hostPath DirectoryOrCreate): ours to remove if absent now.
     if (!existsSync(KUBEGC_NODE_STATE)) state.createdDirs.unshift(KUBEGC_NODE_STATE);
     if (readdirSync(CONTAINERD.root).length > 0 && !mountPoints().includes(CONTAINERD.root))

@@ -69,15 +69,35 @@ describe('trimMeta', () => {
   });
 });
 
+const configmaps: ResourceInfo = {
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  kind: 'ConfigMap',
+  namespaced: true,
+  verbs: ['list', 'watch', 'delete'],
+};
+
+/** Starts the stand-in API server on a free loopback port and returns a client of it. */
+async function listenAndConnect(server: http.Server): Promise<KubeClient> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      {
+        name: 'c',
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        skipTLSVerify: true,
+      },
+    ],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return KubeClient.create(kc, { qps: 0, burst: 1 });
+}
+
 describe('MetadataInformer watch', () => {
-  const configmaps: ResourceInfo = {
-    group: '',
-    version: 'v1',
-    resource: 'configmaps',
-    kind: 'ConfigMap',
-    namespaced: true,
-    verbs: ['list', 'watch', 'delete'],
-  };
   const added = (uid: string, rv: string): string =>
     `${JSON.stringify({
       type: 'ADDED',
@@ -98,21 +118,7 @@ describe('MetadataInformer watch', () => {
       if (watches.length === 1) res.write(`${added('a', '11')}{not json\n`);
       else res.write(added('b', '12'));
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const kc = new k8s.KubeConfig();
-    kc.loadFromOptions({
-      clusters: [
-        {
-          name: 'c',
-          server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-          skipTLSVerify: true,
-        },
-      ],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
-    const client = await KubeClient.create(kc, { qps: 0, burst: 1 });
+    const client = await listenAndConnect(server);
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown): void => void uncaught.push(err);
     process.on('uncaughtException', onUncaught);
@@ -177,14 +183,6 @@ describe('compareResourceVersions', () => {
 
 describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an owner go)', () => {
   test('false until listed and watching, false across a failed watch, then by resourceVersion until the watch is a second old', async () => {
-    const configmaps: ResourceInfo = {
-      group: '',
-      version: 'v1',
-      resource: 'configmaps',
-      kind: 'ConfigMap',
-      namespaced: true,
-      verbs: ['list', 'watch', 'delete'],
-    };
     let watchRequests = 0;
     let openStream: http.ServerResponse | undefined;
     let opened: () => void = () => undefined;
@@ -207,21 +205,7 @@ describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an
       openStream = res;
       opened();
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const kc = new k8s.KubeConfig();
-    kc.loadFromOptions({
-      clusters: [
-        {
-          name: 'c',
-          server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-          skipTLSVerify: true,
-        },
-      ],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
-    const client = await KubeClient.create(kc, { qps: 0, burst: 1 });
+    const client = await listenAndConnect(server);
     const events: InformerEvent[] = [];
     const informer = new MetadataInformer(
       client,

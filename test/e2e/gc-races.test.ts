@@ -303,36 +303,42 @@ async function ownerAndDependent(
   return { owner, d };
 }
 
-test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
-  const { ext, custom, group, plural, kind, crdName } = await twoVersionCrd(
-    'races.kubegc.io',
-    'Racer',
-    false,
+/** Runs discovery until kubegc watches `key` through `version` (and, with `synced`, has listed it). */
+async function watchedThrough(key: string, version: string, synced: boolean): Promise<void> {
+  await waitFor(`kubegc to watch ${key} through ${version}`, async () => {
+    await gc.runDiscovery();
+    const inf = gc.informers.get(key);
+    return inf?.resource.version === version && (!synced || inf.synced);
+  });
+}
+
+/** Serves v2 of a CRD made by twoVersionCrd (its preferred version from then on) and waits until the server does. */
+async function serveV2(
+  crd: { ext: k8s.ApiextensionsV1Api; crdName: string; group: string; kind: string },
+  ns: string,
+): Promise<void> {
+  await crd.ext.patchCustomResourceDefinition(
+    { name: crd.crdName, body: [{ op: 'replace', path: '/spec/versions/1/served', value: true }] },
+    k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
   );
+  await waitFor('discovery to prefer v2', async () => {
+    const g = await c.objects.list(`${crd.group}/v2`, crd.kind, ns).catch(() => undefined);
+    return g !== undefined;
+  });
+}
+
+test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
+  const crd = await twoVersionCrd('races.kubegc.io', 'Racer', false);
+  const { ext, custom, group, plural, kind, crdName } = crd;
   const key = `${plural}.${group}`;
   try {
     // Discovery may lag the CRD's creation by a moment; run it until the resource is watched.
-    await waitFor('kubegc to watch the custom resource (v1)', async () => {
-      await gc.runDiscovery();
-      const inf = gc.informers.get(key);
-      return inf?.resource.version === 'v1' && inf.synced;
-    });
+    await watchedThrough(key, 'v1', true);
     const ns = await testNamespace(c.core, 'race-swap');
     const { d } = await ownerAndDependent(group, plural, kind, ns, 'v1');
 
     // v2 becomes the preferred version: the next discovery replaces the informer.
-    await ext.patchCustomResourceDefinition(
-      {
-        name: crdName,
-        body: [{ op: 'replace', path: '/spec/versions/1/served', value: true }],
-      },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
-    );
-    await waitFor('discovery to prefer v2', async () => {
-      const g = (await c.objects.list(`${group}/v2`, kind, ns).catch(() => undefined)) as
-        k8s.KubernetesListObject<k8s.KubernetesObject> | undefined;
-      return g !== undefined;
-    });
+    await serveV2(crd, ns);
     // The old informer is stopped; before the new one lists, the owner goes.
     let raced = false;
     intercept = async (r) => {
@@ -358,10 +364,7 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
         return !there;
       });
     };
-    await waitFor('kubegc to watch v2', async () => {
-      await gc.runDiscovery();
-      return gc.informers.get(key)?.resource.version === 'v2';
-    });
+    await watchedThrough(key, 'v2', false);
 
     await waitFor('the dependent to be collected', () => isGone(c, d), { timeoutMs: 30_000 });
     expect(raced).toBe(true);
@@ -436,29 +439,15 @@ test('an owner referenced through a version no longer served (404 for the path, 
 // resource's informer was being replaced had not been seen, kept its
 // reference, was found after the owner was gone and was deleted.
 test('a dependent created while its informer is replaced, its owner then deleted with Orphan: it is orphaned, not deleted', async () => {
-  const { ext, custom, group, plural, kind, crdName } = await twoVersionCrd(
-    'orphanswap.kubegc.io',
-    'Widget',
-    false,
-  );
+  const crd = await twoVersionCrd('orphanswap.kubegc.io', 'Widget', false);
+  const { ext, custom, group, plural, kind, crdName } = crd;
   const key = `${plural}.${group}`;
   try {
-    await waitFor('kubegc to watch the custom resource (v1)', async () => {
-      await gc.runDiscovery();
-      const inf = gc.informers.get(key);
-      return inf?.resource.version === 'v1' && inf.synced;
-    });
+    await watchedThrough(key, 'v1', true);
     const ns = await testNamespace(c.core, 'race-orphan-swap');
     const o = await configMap(c, ns, 'o');
     await observed(o);
-    await ext.patchCustomResourceDefinition(
-      { name: crdName, body: [{ op: 'replace', path: '/spec/versions/1/served', value: true }] },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
-    );
-    await waitFor('discovery to prefer v2', async () => {
-      const g = await c.objects.list(`${group}/v2`, kind, ns).catch(() => undefined);
-      return g !== undefined;
-    });
+    await serveV2(crd, ns);
     // The v1 informer is stopped; before the v2 one lists, a widget naming O is
     // created and O is deleted with Orphan. The LIST waits for O to go (5 s at most).
     let raced: Promise<boolean> | undefined;
@@ -498,10 +487,7 @@ test('a dependent created while its informer is replaced, its owner then deleted
       raced = race();
       await raced;
     };
-    await waitFor('kubegc to watch v2', async () => {
-      await gc.runDiscovery();
-      return gc.informers.get(key)?.resource.version === 'v2';
-    });
+    await watchedThrough(key, 'v2', false);
     expect(raced).toBeDefined();
     // kubegc waited for the new informer instead of letting O go at once.
     expect(await raced).toBe(false);

@@ -5,7 +5,7 @@
 // (root), so this file runs its own control plane in .cluster-e2e-node and
 // takes it down at the end; the other e2e files never see a node (their Pods
 // stay Pending, as they always have).
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -22,6 +22,7 @@ import {
   type ImageSpec,
 } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
+import { startPrometheus } from '../support/prometheus.ts';
 import { clients, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
 
@@ -171,70 +172,45 @@ test('a cascade of 300 objects is collected by the in-cluster kubegc, as its own
 });
 
 test('a real Prometheus scrapes both replicas through the metrics Service and sees the deletions', async () => {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-prom-'));
-  let prom: ChildProcess | undefined;
-  try {
-    const port = 19000 + Math.floor(Math.random() * 1000);
-    // Debian's Prometheus (2.42) is built without Kubernetes service discovery:
-    // the Service's endpoints go into a file_sd targets file, refreshed as they change.
-    const targets = path.join(dir, 'targets.json');
-    const writeTargets = async (): Promise<number> => {
-      const slices = await c.kc.makeApiClient(k8s.DiscoveryV1Api).listNamespacedEndpointSlice({
-        namespace: NS,
-        labelSelector: 'kubernetes.io/service-name=kubegc-metrics',
-      });
-      const addrs = slices.items.flatMap((sl) =>
-        (sl.endpoints ?? []).flatMap((e) =>
-          e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:8080`),
-        ),
-      );
-      await fs.writeFile(`${targets}.tmp`, JSON.stringify([{ targets: addrs, labels: {} }]));
-      await fs.rename(`${targets}.tmp`, targets);
-      return addrs.length;
-    };
-    await waitFor('the metrics Service to have both replicas as endpoints', async () =>
-      (await writeTargets()) === 2 ? true : undefined,
+  // Debian's Prometheus (2.42) is built without Kubernetes service discovery:
+  // the Service's endpoints go into a file_sd targets file.
+  const endpoints = async (): Promise<string[]> => {
+    const slices = await c.kc.makeApiClient(k8s.DiscoveryV1Api).listNamespacedEndpointSlice({
+      namespace: NS,
+      labelSelector: 'kubernetes.io/service-name=kubegc-metrics',
+    });
+    return slices.items.flatMap((sl) =>
+      (sl.endpoints ?? []).flatMap((e) =>
+        e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:8080`),
+      ),
     );
-    await fs.writeFile(
-      path.join(dir, 'prometheus.yml'),
-      `global: { scrape_interval: 2s }
+  };
+  const addrs = await waitFor(
+    'the metrics Service to have both replicas as endpoints',
+    async () => {
+      const a = await endpoints();
+      return a.length === 2 ? a : undefined;
+    },
+  );
+  const prom = await startPrometheus(async (dir) => {
+    const targets = path.join(dir, 'targets.json');
+    await fs.writeFile(targets, JSON.stringify([{ targets: addrs, labels: {} }]));
+    return `global: { scrape_interval: 2s }
 scrape_configs:
   - job_name: kubegc
     file_sd_configs:
       - files: [${targets}]
-        refresh_interval: 2s
-`,
-    );
-    prom = spawn(
-      'prometheus',
-      [
-        `--config.file=${path.join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-      ],
-      { stdio: 'ignore' },
-    );
-    const running = prom;
-    const promDown = new Promise<never>((_, reject) => {
-      running.on('error', (err) => reject(new Error(`prometheus did not start: ${err.message}`)));
-      running.on('exit', (code) => reject(new Error(`prometheus exited with code ${code}`)));
-    });
-    promDown.catch(() => undefined);
-    const query = async (q: string): Promise<number | undefined> => {
-      const res = await fetch(
-        `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`,
-      );
-      const body = (await res.json()) as { data?: { result?: { value: [number, string] }[] } };
-      const v = body.data?.result?.[0]?.value[1];
-      return v === undefined ? undefined : Number(v);
-    };
+`;
+  });
+  const query = (q: string): Promise<number | undefined> => prom.query(q);
+  try {
     // Both replicas are targets; the leader made the deletions of the cascade above.
     const scraped = await Promise.race([
       waitFor('Prometheus to scrape both replicas', async () => {
         const up = await query('count(up{job="kubegc"} == 1)').catch(() => undefined);
         return up === 2 ? up : undefined;
       }),
-      promDown,
+      prom.down,
     ]);
     expect(scraped).toBe(2);
     const deletions = await waitFor('Prometheus to see the deletions', async () => {
@@ -243,8 +219,7 @@ scrape_configs:
     });
     expect(deletions).toBeGreaterThanOrEqual(300);
   } finally {
-    prom?.kill('SIGTERM');
-    await fs.rm(dir, { recursive: true, force: true });
+    await prom.stop();
   }
 });
 

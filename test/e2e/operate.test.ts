@@ -1,15 +1,13 @@
 // Operating kubegc: the deploy/ manifests and their RBAC, leader election
 // between two replicas, a real Prometheus scraping /metrics, /debug/graph and
 // `kubegc explain`, all against the real control plane.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs/promises';
-import net from 'node:net';
-import os from 'node:os';
+import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
 import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import { startPrometheus } from '../support/prometheus.ts';
 import { addresses, runKubegc, startController, type KubegcProcess } from '../support/kubegc.ts';
 import { configMap, deploymentBody, configMapNames, ownerRef, times } from '../support/objects.ts';
 
@@ -183,59 +181,21 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
   }
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      s.close(() =>
-        addr && typeof addr === 'object' ? resolve(addr.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
 test('a real Prometheus scrapes kubegc during a cascade', async () => {
   const ns = await testNamespace(c.core, 'op-prometheus');
   const gc = await startController(cluster);
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-prom-'));
-  let prom: ChildProcess | undefined;
-  try {
-    const port = await freePort();
-    await fs.writeFile(
-      path.join(dir, 'prometheus.yml'),
+  const prom = await startPrometheus(
+    () =>
       `global: { scrape_interval: 1s }\nscrape_configs:\n  - job_name: kubegc\n    static_configs:\n      - targets: ['${addresses(gc).metrics}']\n`,
-    );
-    prom = spawn(
-      'prometheus',
-      [
-        `--config.file=${path.join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-      ],
-      { stdio: 'ignore' },
-    );
-    // A Prometheus that cannot start (not installed, bad flags) fails the test at once, not after the wait.
-    const running = prom;
-    const promDown = new Promise<never>((_, reject) => {
-      running.on('error', (err) => reject(new Error(`prometheus did not start: ${err.message}`)));
-      running.on('exit', (code) => reject(new Error(`prometheus exited with code ${code}`)));
-    });
-    promDown.catch(() => undefined);
-    const query = async (q: string): Promise<number | undefined> => {
-      const res = await fetch(
-        `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`,
-      );
-      const body = (await res.json()) as { data?: { result?: { value: [number, string] }[] } };
-      const v = body.data?.result?.[0]?.value[1];
-      return v === undefined ? undefined : Number(v);
-    };
+  );
+  const query = (q: string): Promise<number | undefined> => prom.query(q);
+  try {
     const addsQuery = 'workqueue_adds_total{name="garbage_collector_attempt_to_delete"}';
     const before = await Promise.race([
       waitFor('Prometheus to scrape kubegc', () => query(addsQuery).catch(() => undefined), {
         timeoutMs: 60_000,
       }),
-      promDown,
+      prom.down,
     ]);
 
     const owner = await configMap(c, ns, 'owner');
@@ -253,9 +213,8 @@ test('a real Prometheus scrapes kubegc during a cascade', async () => {
     expect(await query('kubegc_leader')).toBe(1);
     expect(await query('kubegc_graph_nodes')).toBeGreaterThan(0);
   } finally {
-    prom?.kill('SIGTERM');
+    await prom.stop();
     await gc.stop();
-    await fs.rm(dir, { recursive: true, force: true });
   }
 });
 

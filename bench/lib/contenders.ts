@@ -107,7 +107,8 @@ async function startKubegc(
   const startedAt = performance.now();
   const child = spawn(
     process.execPath,
-    kubegcArgv(controllerArgs(cluster.kubeconfig, args), nodeFlags),
+    // Plain HTTP metrics on loopback: the harness reads them without a token.
+    kubegcArgv(controllerArgs(cluster.kubeconfig, ['--metrics-secure=false', ...args]), nodeFlags),
     { stdio: ['ignore', 'ignore', fd] },
   );
   closeSync(fd);

@@ -1,7 +1,8 @@
 // Flags every long-running kubegc mode shares, defined once.
 import { LEVELS, type Level } from '../log.ts';
-import { parseBindAddress } from '../observability/server.ts';
-import type { FlagSpec } from './flags.ts';
+import { parseBindAddress, sharedPortProblem } from '../observability/server.ts';
+import type { FlagSpec, FlagSpecs, FlagValue } from './flags.ts';
+import type { SecureServingOptions } from '../observability/secure-serving.ts';
 
 export const atLeast =
   (min: number) =>
@@ -20,7 +21,7 @@ export const validAddress = (v: unknown): string | undefined => {
 export const METRICS_BIND_ADDRESS_FLAG = (what: string): FlagSpec => ({
   kind: 'string',
   help: `address for ${what} (0 disables)`,
-  default: ':8080',
+  default: ':8443',
   validate: validAddress,
 });
 
@@ -40,3 +41,65 @@ export const LOG_LEVEL_FLAG: FlagSpec = {
 };
 
 export const HELP_FLAG: FlagSpec = { kind: 'bool', help: 'show this help' };
+
+/** The metrics port's security, named as kube-controller-manager's and controller-runtime's flags. */
+export const SECURE_SERVING_FLAGS: FlagSpecs = {
+  'metrics-secure': {
+    kind: 'bool',
+    help: 'serve the metrics port over HTTPS, to callers whose bearer token the API server accepts (TokenReview) and who may get the path (SubjectAccessReview); false serves plain HTTP to anyone, for local development only',
+    default: 'true',
+  },
+  'tls-cert-file': {
+    kind: 'string',
+    help: 'PEM certificate (chain) for the metrics port; reloaded when it changes. Without it, a self-signed certificate is made in memory at start',
+  },
+  'tls-private-key-file': {
+    kind: 'string',
+    help: 'PEM private key matching --tls-cert-file',
+  },
+  'authentication-token-webhook-cache-ttl': {
+    kind: 'duration',
+    help: 'how long a TokenReview answer is cached',
+    default: '10s',
+  },
+  'authorization-webhook-cache-authorized-ttl': {
+    kind: 'duration',
+    help: 'how long a SubjectAccessReview "allowed" answer is cached',
+    default: '10s',
+  },
+  'authorization-webhook-cache-unauthorized-ttl': {
+    kind: 'duration',
+    help: 'how long a SubjectAccessReview "denied" answer is cached',
+    default: '10s',
+  },
+};
+
+/** The parsed SECURE_SERVING_FLAGS. */
+export function secureServingOptions(
+  flags: Record<string, FlagValue | undefined>,
+): SecureServingOptions {
+  return {
+    secure: flags['metrics-secure'] as boolean,
+    certFile: flags['tls-cert-file'] as string | undefined,
+    keyFile: flags['tls-private-key-file'] as string | undefined,
+    tokenTtlMs: flags['authentication-token-webhook-cache-ttl'] as number,
+    allowedTtlMs: flags['authorization-webhook-cache-authorized-ttl'] as number,
+    deniedTtlMs: flags['authorization-webhook-cache-unauthorized-ttl'] as number,
+  };
+}
+
+/** Combinations of the serving flags that cannot work, as one message. */
+export function servingFlagProblems(
+  flags: Record<string, FlagValue | undefined>,
+): string | undefined {
+  const cert = flags['tls-cert-file'] as string | undefined;
+  const key = flags['tls-private-key-file'] as string | undefined;
+  if (Boolean(cert) !== Boolean(key))
+    return '--tls-cert-file and --tls-private-key-file must be given together';
+  if ((cert || key) && !flags['metrics-secure'])
+    return '--tls-cert-file and --tls-private-key-file need --metrics-secure=true';
+  return sharedPortProblem(
+    flags['metrics-bind-address'] as string,
+    flags['health-probe-bind-address'] as string,
+  );
+}

@@ -11,9 +11,10 @@ import {
 import { createLogger, type Level } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { LeaderElector } from '../leader/lease.ts';
-import { debugGraphRoute } from '../observability/debug-graph.ts';
+import { debugGraphHandler } from '../observability/debug-graph.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { controllerProbes } from '../observability/probes.ts';
+import { secureServing } from '../observability/secure-serving.ts';
 import { startObservabilityServer } from '../observability/server.ts';
 import {
   atLeast,
@@ -21,6 +22,9 @@ import {
   HELP_FLAG,
   LOG_LEVEL_FLAG,
   METRICS_BIND_ADDRESS_FLAG,
+  SECURE_SERVING_FLAGS,
+  secureServingOptions,
+  servingFlagProblems,
 } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
@@ -82,6 +86,7 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     default: 'false',
   },
   'metrics-bind-address': METRICS_BIND_ADDRESS_FLAG('/metrics and /debug/graph'),
+  ...SECURE_SERVING_FLAGS,
   'health-probe-bind-address': HEALTH_PROBE_BIND_ADDRESS_FLAG,
   'leader-elect': {
     kind: 'bool',
@@ -130,6 +135,8 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   }
   if (args.length > 0)
     throw new UsageError(`unexpected argument "${args[0]}" (see kubegc controller --help)`);
+  const servingProblem = servingFlagProblems(flags);
+  if (servingProblem) throw new UsageError(servingProblem);
   const log = createLogger(flags['log-level'] as Level);
   let kc;
   try {
@@ -191,18 +198,29 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     queues: () => [gc.deleteQueue, gc.orphanQueue],
     isLeader: writesAllowed,
   });
+  // Its own client: a burst of scrapes with new tokens never waits behind the
+  // GC's rate limit, and never takes from it.
+  const reviewClient = await KubeClient.create(kc, {
+    qps: 20,
+    burst: 40,
+    requestTimeoutMs: 10_000,
+    userAgent: `kubegc/${VERSION} (${identity}) metrics-auth`,
+  });
   const server = await startObservabilityServer({
     metricsAddress: flags['metrics-bind-address'] as string,
     healthAddress: flags['health-probe-bind-address'] as string,
+    secure: await secureServing(secureServingOptions(flags), reviewClient, log),
     registry: metrics.registry,
     ...controllerProbes(gc),
-    routes: { '/debug/graph': debugGraphRoute(gc.graph) },
+    routes: { '/debug/graph': debugGraphHandler(gc.graph) },
+    log,
   });
   log.info('kubegc controller starting', {
     version: VERSION,
     server: client.server.toString(),
     dryRun: flags['dry-run'],
     metricsAddress: server.metrics ?? 'disabled',
+    metricsScheme: server.metricsScheme,
     healthAddress: server.health ?? 'disabled',
     leaderElection: flags['leader-elect'],
     identity,
@@ -244,6 +262,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
         await elector?.stop();
         await server.close();
         client.close();
+        reviewClient.close();
         leaseClient?.close();
       })()
         .then(() => resolve(code))

@@ -14,7 +14,8 @@ import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
 import { apiPodLister } from '../node/pods.ts';
 import { RuntimeConnection } from '../node/runtime.ts';
-import { startObservabilityServer } from '../observability/server.ts';
+import { secureServing } from '../observability/secure-serving.ts';
+import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
 import { VERSION } from '../version.ts';
 import {
   atLeast,
@@ -22,6 +23,9 @@ import {
   HELP_FLAG,
   LOG_LEVEL_FLAG,
   METRICS_BIND_ADDRESS_FLAG,
+  SECURE_SERVING_FLAGS,
+  secureServingOptions,
+  servingFlagProblems,
 } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
@@ -135,6 +139,7 @@ export const NODE_FLAGS: FlagSpecs = {
     default: 'false',
   },
   'metrics-bind-address': METRICS_BIND_ADDRESS_FLAG('/metrics'),
+  ...SECURE_SERVING_FLAGS,
   'health-probe-bind-address': HEALTH_PROBE_BIND_ADDRESS_FLAG,
   'log-level': LOG_LEVEL_FLAG,
   help: HELP_FLAG,
@@ -178,6 +183,8 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   }
   if (args.length > 0)
     throw new UsageError(`unexpected argument "${args[0]}" (see kubegc node --help)`);
+  const servingProblem = servingFlagProblems(flags);
+  if (servingProblem) throw new UsageError(servingProblem);
   const imagePolicy = {
     highThresholdPercent: flags['image-gc-high-threshold'] as number,
     lowThresholdPercent: flags['image-gc-low-threshold'] as number,
@@ -199,6 +206,12 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   collectDefaultMetrics({ register: registry });
   const metrics = createNodeMetrics(registry);
   const client = await apiClient(flags.kubeconfig as string | undefined);
+  const serveMetrics =
+    !(flags.once as boolean) && parseBindAddress(flags['metrics-bind-address'] as string);
+  if (serveMetrics && flags['metrics-secure'] && !client)
+    throw new UsageError(
+      'no API access for the metrics port (--metrics-secure checks callers with TokenReview and SubjectAccessReview): give --kubeconfig, run in a cluster, or pass --metrics-secure=false or --metrics-bind-address=0',
+    );
   const events = client ? apiNodeEvents(client, nodeName, log) : noNodeEvents;
   const runtime = new RuntimeConnection(
     flags['cri-endpoint'] as string,
@@ -274,7 +287,11 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const server = await startObservabilityServer({
     metricsAddress: flags['metrics-bind-address'] as string,
     healthAddress: flags['health-probe-bind-address'] as string,
+    secure: serveMetrics
+      ? await secureServing(secureServingOptions(flags), client, log)
+      : undefined,
     registry,
+    log,
     healthz: () => ({ ok: true }),
     readyz: () =>
       runtime.up
@@ -284,6 +301,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   log.info('kubegc node starting', {
     ...startFields,
     metricsAddress: server.metrics ?? 'disabled',
+    metricsScheme: server.metricsScheme,
     healthAddress: server.health ?? 'disabled',
   });
   return runUntilSignal(gc, log, async () => {

@@ -45,6 +45,8 @@ test('containerd stopped and restarted under a running kubegc node: error lines,
     '0s',
     '--image-maximum-gc-age',
     '1s',
+    // No API access here (TokenReview is impossible): plain HTTP, as for local development.
+    '--metrics-secure=false',
     '--metrics-bind-address',
     '127.0.0.1:0',
     '--health-probe-bind-address',

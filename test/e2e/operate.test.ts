@@ -2,12 +2,21 @@
 // between two replicas, a real Prometheus scraping /metrics, /debug/graph and
 // `kubegc explain`, all against the real control plane.
 import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
 import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import {
+  applyMetricsReaderRoles,
+  deleteBindings,
+  httpsGet,
+  serviceAccountToken,
+} from '../support/metrics-access.ts';
 import { startPrometheus } from '../support/prometheus.ts';
+import { selfSignedCert } from '../support/tls.ts';
 import { addresses, runKubegc, startController, type KubegcProcess } from '../support/kubegc.ts';
 import { configMap, deploymentBody, configMapNames, ownerRef, times } from '../support/objects.ts';
 
@@ -98,6 +107,35 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
   expect(await can('update', 'deployments.apps', '-n', 'default')).toBe('no');
   expect(await can('update', 'leases.coordination.k8s.io', '-n', 'default')).toBe('no');
   expect(await can('create', 'secrets', '-n', 'default')).toBe('no');
+  // The metrics port's delegated authentication and authorization.
+  expect(await can('create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
+  expect(await can('create', 'subjectaccessreviews.authorization.k8s.io')).toBe('yes');
+  const nodeSa = 'system:serviceaccount:kubegc-system:kubegc-node';
+  const nodeCan = async (...args: string[]): Promise<string> =>
+    (
+      await kubectl('auth', 'can-i', '--as', nodeSa, ...args).catch(
+        (e: { stdout: string }) => e.stdout,
+      )
+    ).trim();
+  expect(await nodeCan('list', 'pods', '-A')).toBe('yes');
+  expect(await nodeCan('create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
+  for (const verb of ['get', 'watch', 'delete', 'patch'])
+    expect(await nodeCan(verb, 'pods', '-A')).toBe('no');
+  expect(await nodeCan('get', 'secrets', '-A')).toBe('no');
+
+  // Every optional component renders and passes the API server's validation.
+  const components = await kubectl(
+    'apply',
+    '-k',
+    'test/e2e/components-overlay',
+    '--dry-run=server',
+  );
+  for (const obj of [
+    'networkpolicy.networking.k8s.io/kubegc-metrics',
+    'deployment.apps/kubegc-controller',
+    'clusterrole.rbac.authorization.k8s.io/kubegc-metrics-reader',
+  ])
+    expect(components).toContain(obj);
 });
 
 test('leader election: exactly one of two replicas deletes; SIGKILL the leader and the other finishes the cascade', async () => {
@@ -181,13 +219,37 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
   }
 });
 
-test('a real Prometheus scrapes kubegc during a cascade', async () => {
+test('a real Prometheus scrapes kubegc over HTTPS with a token bound to kubegc-metrics-reader during a cascade; without a token or the role it is refused', async () => {
   const ns = await testNamespace(c.core, 'op-prometheus');
-  const gc = await startController(cluster);
-  const prom = await startPrometheus(
-    () =>
-      `global: { scrape_interval: 1s }\nscrape_configs:\n  - job_name: kubegc\n    static_configs:\n      - targets: ['${addresses(gc).metrics}']\n`,
-  );
+  await applyMetricsReaderRoles(cluster);
+  const readerToken = await serviceAccountToken(c, ns, 'scraper', ['kubegc-metrics-reader']);
+  const nobodyToken = await serviceAccountToken(c, ns, 'nobody');
+  // A certificate from files, so that Prometheus verifies it (ca_file) instead of skipping.
+  const pki = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-op-tls-'));
+  const { key, cert } = selfSignedCert(['127.0.0.1']);
+  await fs.writeFile(path.join(pki, 'tls.key'), key);
+  await fs.writeFile(path.join(pki, 'tls.crt'), cert);
+  const gc = await startController(cluster, [
+    '--tls-cert-file',
+    path.join(pki, 'tls.crt'),
+    '--tls-private-key-file',
+    path.join(pki, 'tls.key'),
+  ]);
+  const target = addresses(gc).metrics;
+  expect(addresses(gc).scheme).toBe('https');
+  const prom = await startPrometheus(async (dir) => {
+    await fs.writeFile(path.join(dir, 'reader.token'), readerToken);
+    await fs.writeFile(path.join(dir, 'nobody.token'), nobodyToken);
+    await fs.writeFile(path.join(dir, 'ca.crt'), cert);
+    const job = (name: string, auth: string): string => `  - job_name: ${name}
+    scheme: https
+    tls_config: { ca_file: ${path.join(dir, 'ca.crt')} }
+${auth}    static_configs: [{ targets: ['${target}'] }]
+`;
+    return `global: { scrape_interval: 1s }
+scrape_configs:
+${job('kubegc', `    authorization: { credentials_file: ${path.join(dir, 'reader.token')} }\n`)}${job('kubegc-no-token', '')}${job('kubegc-no-role', `    authorization: { credentials_file: ${path.join(dir, 'nobody.token')} }\n`)}`;
+  });
   const query = (q: string): Promise<number | undefined> => prom.query(q);
   try {
     const addsQuery = 'workqueue_adds_total{name="garbage_collector_attempt_to_delete"}';
@@ -212,15 +274,38 @@ test('a real Prometheus scrapes kubegc during a cascade', async () => {
     expect(await query(addsQuery)).toBeGreaterThanOrEqual(before + 50);
     expect(await query('kubegc_leader')).toBe(1);
     expect(await query('kubegc_graph_nodes')).toBeGreaterThan(0);
+    // The same Prometheus without a token, or with one lacking the role, gets nothing.
+    for (const job of ['kubegc-no-token', 'kubegc-no-role'])
+      expect(
+        await waitFor(`Prometheus to record the ${job} scrapes as failed`, () =>
+          query(`max_over_time(up{job="${job}"}[1m]) == 0`).then((v) =>
+            v === 0 ? 'down' : undefined,
+          ),
+        ),
+      ).toBe('down');
+    // What those scrapes were answered, and /debug/graph needs a role of its own.
+    expect((await httpsGet(target, '/metrics', undefined, cert.toString())).status).toBe(401);
+    expect((await httpsGet(target, '/metrics', 'not-a-token', cert.toString())).status).toBe(401);
+    expect((await httpsGet(target, '/metrics', nobodyToken, cert.toString())).status).toBe(403);
+    expect((await httpsGet(target, '/debug/graph', readerToken, cert.toString())).status).toBe(403);
+    expect((await httpsGet(target, '/nothing-here', nobodyToken, cert.toString())).status).toBe(
+      403,
+    );
   } finally {
     await prom.stop();
     await gc.stop();
+    await deleteBindings(c, ns);
+    await fs.rm(pki, { recursive: true, force: true });
   }
 });
 
 test('/debug/graph and kubegc explain: a Deployment tree, and an owner stuck in foreground deletion', async () => {
   const ns = await testNamespace(c.core, 'op-explain');
+  await applyMetricsReaderRoles(cluster);
+  const debugToken = await serviceAccountToken(c, ns, 'debugger', ['kubegc-debug-reader']);
   const gc: KubegcProcess = await startController(cluster);
+  const debugGraph = async (query: string): Promise<{ status: number; body: string }> =>
+    httpsGet(addresses(gc).metrics, `/debug/graph${query}`, debugToken);
   try {
     const d = await c.apps.createNamespacedDeployment({
       namespace: ns,
@@ -236,9 +321,10 @@ test('/debug/graph and kubegc explain: a Deployment tree, and an owner stuck in 
         : undefined;
     });
     const rsUid = rs?.metadata?.uid ?? '';
-    const url = `http://${addresses(gc).metrics}/debug/graph`;
+    expect((await debugGraph('?format=json')).status).toBe(200);
+    expect((await httpsGet(addresses(gc).metrics, '/debug/graph')).status).toBe(401);
     const view = await waitFor('the tree in the debug graph', async () => {
-      const v = (await (await fetch(`${url}?format=json&uid=${rsUid}`)).json()) as {
+      const v = JSON.parse((await debugGraph(`?format=json&uid=${rsUid}`)).body) as {
         nodes: { uid: string; kind: string }[];
         edges: { owner: string; dependent: string }[];
       };
@@ -253,10 +339,10 @@ test('/debug/graph and kubegc explain: a Deployment tree, and an owner stuck in 
     expect(view.edges).toContainEqual(
       expect.objectContaining({ owner: d.metadata?.uid, dependent: rsUid }),
     );
-    const dot = await (await fetch(`${url}?uid=${rsUid}`)).text();
+    const dot = (await debugGraph(`?uid=${rsUid}`)).body;
     expect(dot).toMatch(/^digraph full \{/);
     expect(dot).toContain(`"${rsUid}" -> "${d.metadata?.uid ?? ''}"`);
-    expect((await fetch(`${url}?uid=nope`)).status).toBe(404);
+    expect((await debugGraph('?uid=nope')).status).toBe(404);
 
     const tree = await kubegcCli(
       'explain',

@@ -122,6 +122,7 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
     server = await startObservabilityServer({
       metricsAddress: '127.0.0.1:0',
       healthAddress: '127.0.0.1:0',
+      secure: undefined,
       registry: metrics.registry,
       ...controllerProbes(collector),
     });

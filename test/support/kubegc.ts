@@ -144,8 +144,16 @@ export async function startController(
 }
 
 /** Where a started kubegc serves /metrics (and /debug/graph) and its health probes. */
-export function addresses(proc: KubegcProcess): { metrics: string; health: string } {
+export function addresses(proc: KubegcProcess): {
+  metrics: string;
+  health: string;
+  scheme: 'https' | 'http';
+} {
   const l = proc.lines.find((x) => x.msg === 'kubegc controller starting');
   if (!l) throw new Error('kubegc has not logged its start line yet');
-  return { metrics: String(l.metricsAddress), health: String(l.healthAddress) };
+  return {
+    metrics: String(l.metricsAddress),
+    health: String(l.healthAddress),
+    scheme: l.metricsScheme === 'http' ? 'http' : 'https',
+  };
 }

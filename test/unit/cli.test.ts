@@ -40,6 +40,13 @@ test('controller --help lists its flags with upstream-style names', () => {
     '--kube-api-burst',
     '--dry-run',
     '--log-level',
+    '--metrics-bind-address',
+    '--metrics-secure',
+    '--tls-cert-file',
+    '--tls-private-key-file',
+    '--authentication-token-webhook-cache-ttl',
+    '--authorization-webhook-cache-authorized-ttl',
+    '--authorization-webhook-cache-unauthorized-ttl',
   ]) {
     expect(r.stdout).toContain(flag);
   }
@@ -52,6 +59,17 @@ test.each([
   [['controller', '--bogus'], /unknown flag --bogus/],
   [['controller', '--discovery-period', '5'], /invalid duration/],
   [['controller', '--log-level', 'loud'], /--log-level: must be one of/],
+  [['controller', '--tls-cert-file', '/etc/tls/tls.crt'], /must be given together/],
+  [['controller', '--tls-private-key-file', '/etc/tls/tls.key'], /must be given together/],
+  [
+    ['controller', '--metrics-bind-address', ':9443', '--health-probe-bind-address', ':9443'],
+    /--metrics-bind-address \(:9443\) and --health-probe-bind-address \(:9443\) must use different ports/,
+  ],
+  [
+    ['controller', '--metrics-secure=false', '--tls-cert-file=a', '--tls-private-key-file=b'],
+    /need --metrics-secure=true/,
+  ],
+  [['controller', '--metrics-secure=maybe'], /--metrics-secure: "maybe" is not true or false/],
   [
     ['controller', '--kubeconfig', '/nonexistent/kubeconfig'],
     /cannot load kubeconfig \/nonexistent\/kubeconfig/,

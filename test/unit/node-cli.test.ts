@@ -59,6 +59,11 @@ test.each([
   [['--metrics-bind-address', 'nowhere'], /invalid bind address/],
   [['--kubeconfig', '/nonexistent/kubeconfig'], /cannot load kubeconfig \/nonexistent\/kubeconfig/],
   [['--bogus'], /unknown flag --bogus/],
+  [['--tls-cert-file', 'x.crt'], /must be given together/],
+  [
+    ['--metrics-bind-address', '127.0.0.1:0'],
+    /no API access for the metrics port .* pass --metrics-secure=false or --metrics-bind-address=0/,
+  ],
   [['extra'], /unexpected argument "extra"/],
 ])('kubegc node %p is a usage error (one line, exit code 2)', async (args, message) => {
   const err = await nodeCommand(args).catch((e: unknown) => e);

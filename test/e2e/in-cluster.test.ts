@@ -22,6 +22,7 @@ import {
   type ImageSpec,
 } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
+import { deleteBindings, httpsGet, serviceAccountToken } from '../support/metrics-access.ts';
 import { startPrometheus } from '../support/prometheus.ts';
 import { clients, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
@@ -171,7 +172,18 @@ test('a cascade of 300 objects is collected by the in-cluster kubegc, as its own
   for (let i = 0; i < 300; i++) expect(deletes.get(`dep-${i}`)).toEqual([CONTROLLER_SA]);
 });
 
-test('a real Prometheus scrapes both replicas through the metrics Service and sees the deletions', async () => {
+/** A token of a service account bound to the shipped kubegc-metrics-reader (made once). */
+let readerToken: string | undefined;
+let scraperNs: string | undefined;
+async function metricsReaderToken(): Promise<string> {
+  if (!readerToken) {
+    scraperNs = await testNamespace(core, 'in-cluster-scraper');
+    readerToken = await serviceAccountToken(c, scraperNs, 'scraper', ['kubegc-metrics-reader']);
+  }
+  return readerToken;
+}
+
+test('a real Prometheus scrapes both replicas through the metrics Service, over HTTPS with a token bound to kubegc-metrics-reader, and sees the deletions', async () => {
   // Debian's Prometheus (2.42) is built without Kubernetes service discovery:
   // the Service's endpoints go into a file_sd targets file.
   const endpoints = async (): Promise<string[]> => {
@@ -181,7 +193,7 @@ test('a real Prometheus scrapes both replicas through the metrics Service and se
     });
     return slices.items.flatMap((sl) =>
       (sl.endpoints ?? []).flatMap((e) =>
-        e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:8080`),
+        e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:8443`),
       ),
     );
   };
@@ -192,12 +204,20 @@ test('a real Prometheus scrapes both replicas through the metrics Service and se
       return a.length === 2 ? a : undefined;
     },
   );
+  const token = await metricsReaderToken();
+  // Unauthenticated, the pods answer 401 (what the ServiceMonitor's token is for).
+  expect((await httpsGet(addrs[0] ?? '', '/metrics')).status).toBe(401);
   const prom = await startPrometheus(async (dir) => {
     const targets = path.join(dir, 'targets.json');
     await fs.writeFile(targets, JSON.stringify([{ targets: addrs, labels: {} }]));
+    await fs.writeFile(path.join(dir, 'token'), token);
+    // As the shipped ServiceMonitor: HTTPS, a bearer token, the self-signed certificate not verified.
     return `global: { scrape_interval: 2s }
 scrape_configs:
   - job_name: kubegc
+    scheme: https
+    authorization: { credentials_file: ${path.join(dir, 'token')} }
+    tls_config: { insecure_skip_verify: true }
     file_sd_configs:
       - files: [${targets}]
 `;
@@ -286,7 +306,9 @@ async function nodeGcPods(): Promise<k8s.V1Pod[]> {
 async function nodeGcMetric(name: string): Promise<number> {
   const ip = (await nodeGcPods())[0]?.status?.podIP;
   if (!ip) throw new Error('no node GC pod IP');
-  const text = await (await fetch(`http://${ip}:8080/metrics`)).text();
+  const answer = await httpsGet(`${ip}:8443`, '/metrics', await metricsReaderToken());
+  if (answer.status !== 200) throw new Error(`node GC /metrics: ${answer.status} ${answer.body}`);
+  const text = answer.body;
   let sum = 0;
   for (const line of text.split('\n'))
     if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
@@ -439,6 +461,8 @@ test('the node GC DaemonSet: the dead container of a deleted pod and its logs ar
 }, 300_000);
 
 test('kubectl delete -k leaves nothing behind', async () => {
+  // The test's own scraper binding first: it is not part of what apply -k installed.
+  if (scraperNs) await deleteBindings(c, scraperNs);
   await kubectl('delete', '-k', OVERLAY, '--wait=true', '--timeout=180s');
   deleted = true;
   await waitFor(

@@ -209,9 +209,12 @@ export async function startObservabilityServer(o: ServerOptions): Promise<Observ
     } else {
       s = http.createServer(metricsHandler);
     }
-    // A slow or stuck client cannot hold a connection open for long.
+    // A slow or stuck client cannot hold a connection open for long: 10 s to
+    // send its request, and a socket with no progress for 60 s (a reader that
+    // stopped reading a streamed /debug/graph) is closed, ending the handler.
     s.headersTimeout = 10_000;
     s.requestTimeout = 60_000;
+    s.timeout = 60_000;
     servers.push(s);
     result.metrics = await listen(s, metricsAddr);
   }

@@ -163,7 +163,20 @@ test('kubectl apply -k: both controller replicas Ready, one holds the Lease', as
   expect(pods.map((p) => p.metadata?.name)).toContain(leader);
 });
 
-test('a cascade of 300 objects is collected by the in-cluster kubegc, as its own service account', async () => {
+test('a cascade of 300 objects is collected by the in-cluster kubegc, as its own service account, under the guardrails', async () => {
+  // The guardrails are in force for that account: an owner-less object cannot be deleted as it.
+  const probeNs = await testNamespace(core, 'in-cluster-guardrails');
+  await configMap(c, probeNs, 'owner-less');
+  const refused = await kubectl(
+    'delete',
+    'configmap',
+    'owner-less',
+    '-n',
+    probeNs,
+    '--as',
+    CONTROLLER_SA,
+  ).catch((e: { stderr: string }) => e.stderr);
+  expect(refused).toContain('kubegc-guardrails: DELETE of configmaps');
   const ns = await cascade('in-cluster', 300);
   const deletes = await waitFor('the audit log to show the deletes', () => {
     const d = auditDeletes(ns);
@@ -473,7 +486,12 @@ test('kubectl delete -k leaves nothing behind', async () => {
     },
     { timeoutMs: 180_000, intervalMs: 500 },
   );
-  const left = await kubectl('get', 'clusterroles,clusterrolebindings', '-o', 'name');
+  const left = await kubectl(
+    'get',
+    'clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings',
+    '-o',
+    'name',
+  );
   expect(left.split('\n').filter((l) => l.includes('kubegc'))).toEqual([]);
   const pods = await core.listPodForAllNamespaces();
   expect(pods.items.filter((p) => p.metadata?.namespace === NS)).toEqual([]);

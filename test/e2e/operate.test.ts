@@ -134,6 +134,8 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
     'networkpolicy.networking.k8s.io/kubegc-metrics',
     'deployment.apps/kubegc-controller',
     'clusterrole.rbac.authorization.k8s.io/kubegc-metrics-reader',
+    'validatingadmissionpolicy.admissionregistration.k8s.io/kubegc-guardrails',
+    'validatingadmissionpolicybinding.admissionregistration.k8s.io/kubegc-guardrails',
   ])
     expect(components).toContain(obj);
 });

@@ -16,7 +16,7 @@ import {
   e2eCluster,
   exists,
   statusOf,
-  kubeConfig,
+  kubegcKubeConfig,
   testNamespace,
   waitFor,
   type Clients,
@@ -33,7 +33,7 @@ let intercept: ((r: InterceptedRequest) => Promise<void>) | undefined;
 beforeAll(async () => {
   cluster = await e2eCluster();
   c = clients(cluster);
-  client = await KubeClient.create(kubeConfig(cluster), {
+  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
     userAgent: 'kubegc-e2e-races',
     intercept: (r) => {
       if (process.env.KUBEGC_E2E_DEBUG_LOG)

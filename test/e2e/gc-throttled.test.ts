@@ -4,10 +4,12 @@
 // soak (squeeze-429): an owner switched from Foreground to Orphan during the
 // wait lost its dependent. This test failed on the code before the fix.
 //
-// The 429s are the API server's own: a FlowSchema puts kubegc's user's
-// ConfigMap DELETEs in a priority level with one seat and no queue, and the
-// test holds that seat with a DELETE of its own that a validating webhook (in
-// this process) keeps waiting.
+// The 429s are the API server's own: a FlowSchema puts the ConfigMap DELETEs
+// of kubegc's service account (and of the test's own user) in a priority level
+// with one seat and no queue, and the test holds that seat with a DELETE of its
+// own user's that a validating webhook (in this process) keeps waiting. The
+// seat holder is a user of its own: kubegc's token may not delete an object
+// without owner references (deploy/components/guardrails).
 import { appendFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -19,12 +21,14 @@ import { createLogger } from '../../src/log.ts';
 import {
   clients,
   e2eCluster,
+  kubegcKubeConfig,
   statusOf,
   testNamespace,
   waitFor,
   type Clients,
 } from '../support/cluster.ts';
 import { configMap, isGone, ownerRef, read } from '../support/objects.ts';
+import { KUBEGC_SERVICE_ACCOUNT } from '../support/service-account.ts';
 import { selfSignedCert } from '../support/tls.ts';
 
 const USER = 'kubegc-e2e-throttled';
@@ -51,7 +55,7 @@ let release: () => void = () => undefined;
 /** kubegc's DELETEs of ConfigMaps answered 429, by path. */
 const rejected: string[] = [];
 
-/** Every DELETE of a ConfigMap by USER is rejected (no seats: nominal shares 0, nothing to borrow). */
+/** Every DELETE of a ConfigMap by USER or kubegc is rejected (no seats: nominal shares 0, nothing to borrow). */
 async function rejectDeletes(): Promise<void> {
   const admin = c.kc.makeApiClient(k8s.CustomObjectsApi);
   await admin.createClusterCustomObject({
@@ -87,7 +91,10 @@ async function rejectDeletes(): Promise<void> {
         distinguisherMethod: { type: 'ByUser' },
         rules: [
           {
-            subjects: [{ kind: 'User', user: { name: USER } }],
+            subjects: [
+              { kind: 'User', user: { name: USER } },
+              { kind: 'ServiceAccount', serviceAccount: KUBEGC_SERVICE_ACCOUNT },
+            ],
             resourceRules: [
               {
                 verbs: ['delete'],
@@ -183,7 +190,7 @@ beforeAll(async () => {
       ],
     },
   });
-  client = await KubeClient.create(kc, {
+  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
     userAgent: 'kubegc-e2e-throttled',
     intercept: async (r) => {
       if (!r.path.endsWith('/configmaps/d')) return;

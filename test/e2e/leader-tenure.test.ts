@@ -7,6 +7,7 @@
 // Every write of each replica must have been received inside one of its own
 // tenures of the Lease, and the SIGTERM'd replica's release must come after
 // its last write.
+import * as k8s from '@kubernetes/client-node';
 import type { Cluster } from '../../cluster/controlplane.ts';
 import { controllerArgs } from '../../cluster/kubegc-command.ts';
 import { auditTimeMs, readAuditLog, WRITE_VERBS, type AuditEvent } from '../../soak/lib/audit.ts';
@@ -18,6 +19,7 @@ import {
 import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
 import { runKubegc, type KubegcProcess, type LogLine } from '../support/kubegc.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
+import { KUBEGC_SERVICE_ACCOUNT, serviceAccountKubeconfig } from '../support/service-account.ts';
 
 let cluster: Cluster;
 let c: Clients;
@@ -53,11 +55,14 @@ test('a leader frozen past its lease writes nothing after it resumes, and SIGTER
   const auditLog = cluster.auditLog;
   if (!auditLog) throw new Error('the e2e cluster runs without its audit log');
   const ns = await testNamespace(c.core, 'leader-tenure');
-  const lease = { namespace: ns, name: 'kubegc' };
-  const flags = controllerArgs(cluster.kubeconfig, [
+  // Where the shipped Role lets kubegc's service account keep a Lease; a name of this test's own.
+  const lease = { namespace: KUBEGC_SERVICE_ACCOUNT.namespace, name: ns };
+  const flags = controllerArgs(await serviceAccountKubeconfig(cluster), [
     '--leader-elect',
     '--leader-elect-resource-namespace',
-    ns,
+    lease.namespace,
+    '--leader-elect-resource-name',
+    lease.name,
     '--leader-elect-lease-duration',
     '4s',
     '--leader-elect-renew-deadline',
@@ -132,7 +137,7 @@ test('a leader frozen past its lease writes nothing after it resumes, and SIGTER
     const isRelease = (e: AuditEvent): boolean =>
       e.verb === 'update' &&
       e.objectRef?.resource === 'leases' &&
-      e.objectRef.namespace === ns &&
+      e.objectRef.namespace === lease.namespace &&
       e.objectRef.name === lease.name &&
       kubegcIdentityFromUserAgent(e.userAgent) === idB &&
       (e.requestObject as { spec?: { holderIdentity?: string } } | undefined)?.spec
@@ -176,5 +181,9 @@ test('a leader frozen past its lease writes nothing after it resumes, and SIGTER
     // SIGKILL ends a stopped process too.
     await a.kill();
     await b?.kill();
+    await c.kc
+      .makeApiClient(k8s.CoordinationV1Api)
+      .deleteNamespacedLease(lease)
+      .catch(() => undefined);
   }
 });

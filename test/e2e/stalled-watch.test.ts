@@ -14,7 +14,13 @@ import {
   startObservabilityServer,
   type ObservabilityServer,
 } from '../../src/observability/server.ts';
-import { clients, e2eCluster, kubeConfig, waitFor, type Clients } from '../support/cluster.ts';
+import {
+  clients,
+  e2eCluster,
+  kubegcKubeConfig,
+  waitFor,
+  type Clients,
+} from '../support/cluster.ts';
 
 let cluster: Cluster;
 let c: Clients;
@@ -97,7 +103,7 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
 
-    client = await KubeClient.create(kubeConfig(cluster));
+    client = await KubeClient.create(await kubegcKubeConfig(cluster));
     const metrics = createControllerMetrics();
     // Short watch cycles, so that "stalled" (two failed cycles plus the grace) comes in seconds.
     gc = new GarbageCollector(

@@ -2,6 +2,7 @@
 // test, and waiting on conditions with a deadline (never fixed sleeps).
 import * as k8s from '@kubernetes/client-node';
 import { status, type Cluster } from '../../cluster/controlplane.ts';
+import { serviceAccountKubeconfig, type ServiceAccountRef } from './service-account.ts';
 
 export async function e2eCluster(): Promise<Cluster> {
   const dir = process.env.KUBEGC_E2E_CLUSTER_DIR;
@@ -17,6 +18,19 @@ export async function e2eCluster(): Promise<Cluster> {
 export function kubeConfig(cluster: Cluster): k8s.KubeConfig {
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cluster.kubeconfig);
+  return kc;
+}
+
+/**
+ * The credentials kubegc runs with in the e2e tests: its real service account
+ * (deploy/'s RBAC and the guardrails), or another service account `sa`.
+ */
+export async function kubegcKubeConfig(
+  cluster: Cluster,
+  sa?: ServiceAccountRef,
+): Promise<k8s.KubeConfig> {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(await serviceAccountKubeconfig(cluster, sa));
   return kc;
 }
 

@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { controllerArgs, kubegcArgv } from '../../cluster/kubegc-command.ts';
 import type { Cluster } from '../../cluster/controlplane.ts';
+import { serviceAccountKubeconfig } from './service-account.ts';
 
 export interface LogLine {
   level: string;
@@ -127,15 +128,24 @@ export function runKubegc(args: string[], env: NodeJS.ProcessEnv = process.env):
   return proc;
 }
 
+export interface StartOptions {
+  /**
+   * The credentials kubegc runs with. Default: its real service account
+   * (deploy/'s RBAC, the guardrails component; test/support/service-account.ts).
+   * A test that passes anything else (`cluster.kubeconfig`, the admin) says why.
+   */
+  kubeconfig?: string;
+}
+
 /** Starts `kubegc controller` on the cluster and waits until its workers run. */
 export async function startController(
   cluster: Cluster,
   extra: string[] = [],
+  opts: StartOptions = {},
 ): Promise<KubegcProcess> {
+  const kubeconfig = opts.kubeconfig ?? (await serviceAccountKubeconfig(cluster));
   // Ephemeral ports: several kubegc processes may run at once (leader election tests).
-  const proc = runKubegc(
-    controllerArgs(cluster.kubeconfig, ['--discovery-period', '5s', ...extra]),
-  );
+  const proc = runKubegc(controllerArgs(kubeconfig, ['--discovery-period', '5s', ...extra]));
   await proc.waitForLog(
     '"garbage collector started"',
     (l) => l.msg === 'garbage collector started',

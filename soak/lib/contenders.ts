@@ -1,5 +1,6 @@
 // The garbage collectors under test, as supervised processes:
-//   kubegc: 2-3 replicas of `kubegc controller` with --leader-elect, as user `kubegc`;
+//   kubegc: 2-3 replicas of `kubegc controller` with --leader-elect, as its real service
+//           account (deploy/'s RBAC and the guardrails component, test/e2e/sa-overlay);
 //   kcm:    one kube-controller-manager running only its garbage collector, as user `kcm-gc`.
 // A process that exits is recorded and started again (as a kubelet would);
 // the soak attributes each exit to the fault that explains it, if any.
@@ -14,6 +15,7 @@ import {
   type Cluster,
   type ManagedProcess,
 } from '../../cluster/controlplane.ts';
+import { KUBEGC_SERVICE_ACCOUNT, KUBEGC_USER } from '../../test/support/service-account.ts';
 import type { Kube } from './kube.ts';
 import { waitUntil } from './kube.ts';
 import type { ContenderName } from './schedule.ts';
@@ -38,7 +40,8 @@ export interface LeaseRef {
   name: string;
 }
 
-export const LEASE: LeaseRef = { namespace: 'kubegc-soak', name: 'kubegc' };
+/** Where deploy/'s Role lets kubegc's service account keep its Lease. */
+export const LEASE: LeaseRef = { namespace: KUBEGC_SERVICE_ACCOUNT.namespace, name: 'kubegc' };
 
 export interface LeaderElectionTiming {
   leaseMs: number;
@@ -127,7 +130,7 @@ interface Replica {
 
 export class KubegcReplicas implements Contender {
   readonly name = 'kubegc' as const;
-  readonly gcUser = 'kubegc';
+  readonly gcUser = KUBEGC_USER;
   readonly lifetimes: Lifetime[] = [];
   private readonly replicas: Replica[] = [];
   private stopping = false;

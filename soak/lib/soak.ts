@@ -11,6 +11,12 @@ import {
   userKubeconfig,
   type Cluster,
 } from '../../cluster/controlplane.ts';
+import {
+  applyKubegcServiceAccount,
+  KUBEGC_SERVICE_ACCOUNT,
+  KUBEGC_USER,
+  mintServiceAccountKubeconfig,
+} from '../../test/support/service-account.ts';
 import { auditTimeMs, readAuditLog, type AuditEvent } from './audit.ts';
 import {
   DEFAULT_TIMING,
@@ -232,14 +238,24 @@ async function runContender(
   if (!cluster.auditLog) throw new Error('the control plane has no audit log');
   const cleanups: (() => Promise<void> | void)[] = [];
   try {
-    const gcUser = name === 'kubegc' ? 'kubegc' : 'kcm-gc';
     const workloadUser = 'soak-workload';
-    const [workKc, gcKc] = [
-      await userKubeconfig(cluster, workloadUser),
-      await userKubeconfig(cluster, gcUser),
-    ];
+    const workKc = await userKubeconfig(cluster, workloadUser);
     await grantClusterAdmin(cluster, workloadUser);
-    await grantClusterAdmin(cluster, gcUser);
+    // kubegc as its real service account, under deploy/'s RBAC and the guardrails;
+    // kube-controller-manager's GC as a cluster-admin user of its own.
+    let gcUser: string;
+    let gcKc: string;
+    if (name === 'kubegc') {
+      await applyKubegcServiceAccount(cluster, (l) => log(`service account: ${l}`));
+      gcUser = KUBEGC_USER;
+      // Valid through the run, the quiet phase and the checks.
+      const seconds = Math.ceil(o.durationMs / 1000) + 2 * 3600;
+      gcKc = await mintServiceAccountKubeconfig(cluster, KUBEGC_SERVICE_ACCOUNT, seconds);
+    } else {
+      gcUser = 'kcm-gc';
+      gcKc = await userKubeconfig(cluster, gcUser);
+      await grantClusterAdmin(cluster, gcUser);
+    }
     const admin = Kube.fromKubeconfig(cluster.kubeconfig, {
       qps: 0,
       burst: 1,

@@ -76,21 +76,18 @@ export async function applyKubegcServiceAccount(
       await delay(2000);
     }
   }
-  // The probe: a server-side dry run of a DELETE, by kubegc's token, of an
-  // object without owner references (its own ServiceAccount). RBAC allows it;
-  // only the policy refuses it. A dry run changes nothing.
-  const kubeconfig = await writeServiceAccountKubeconfig(
-    cluster,
-    KUBEGC_SERVICE_ACCOUNT,
-    600,
-    '.probe',
-  );
+  // The probe: a server-side dry run of a DELETE, as kubegc's service account
+  // (impersonated by the admin, so that the audit log does not count it among
+  // kubegc's own writes), of an object without owner references: its own
+  // ServiceAccount. RBAC allows it; only the policy refuses it. A dry run changes nothing.
   for (;;) {
     let answer: string;
     try {
       answer = await kubectl(
         cluster,
-        kubeconfig,
+        cluster.kubeconfig,
+        '--as',
+        KUBEGC_USER,
         'delete',
         'serviceaccount',
         KUBEGC_SERVICE_ACCOUNT.name,
@@ -113,11 +110,10 @@ interface KubeconfigFile {
 }
 
 /** A fresh token (TokenRequest API) for `sa`, and a kubeconfig file for it in the cluster dir. */
-async function writeServiceAccountKubeconfig(
+export async function mintServiceAccountKubeconfig(
   cluster: Cluster,
   sa: ServiceAccountRef,
   seconds = TOKEN_SECONDS,
-  tag = '',
 ): Promise<string> {
   const res = await apiRequest(
     cluster.dir,
@@ -155,7 +151,7 @@ async function writeServiceAccountKubeconfig(
   };
   const dir = path.join(cluster.dir, 'users');
   await fs.mkdir(dir, { recursive: true });
-  const file = path.join(dir, `sa.${sa.namespace}.${sa.name}${tag}.kubeconfig`);
+  const file = path.join(dir, `sa.${sa.namespace}.${sa.name}.kubeconfig`);
   // Atomic: a kubegc started by another test file may be reading the previous one.
   const tmp = `${file}.${process.pid}.tmp`;
   await fs.writeFile(tmp, JSON.stringify(config, null, 2), { mode: 0o600 });
@@ -178,13 +174,13 @@ export function serviceAccountKubeconfig(
   const key = serviceAccountUser(sa);
   let p = minted.get(key);
   if (!p) {
-    p = writeServiceAccountKubeconfig(cluster, sa).catch(async (err: unknown) => {
+    p = mintServiceAccountKubeconfig(cluster, sa).catch(async (err: unknown) => {
       const isKubegc = key === KUBEGC_USER;
       const status = (err as { status?: number }).status;
       // 404: the ServiceAccount is gone; 403: its namespace is terminating.
       if (!isKubegc || (status !== 404 && status !== 403)) throw err;
       await applyKubegcServiceAccount(cluster);
-      return writeServiceAccountKubeconfig(cluster, sa);
+      return mintServiceAccountKubeconfig(cluster, sa);
     });
     p.catch(() => minted.delete(key));
     minted.set(key, p);

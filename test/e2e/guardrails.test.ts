@@ -543,10 +543,10 @@ describe("kubegc's token, directly", () => {
     expect(await configMapNames(c, ns)).not.toContain('created');
   });
 
-  test("CONNECT (pods/proxy, which RBAC's get on */* allows): 403 naming the policy", async () => {
+  test("CONNECT (a DELETE through pods/proxy, which RBAC's delete on */* allows): 403 naming the policy", async () => {
     await pod(c, ns, 'target-pod');
     const r = await refusal(() =>
-      asKubegc.core.connectGetNamespacedPodProxy({ namespace: ns, name: 'target-pod' }),
+      asKubegc.core.connectDeleteNamespacedPodProxy({ namespace: ns, name: 'target-pod' }),
     );
     expect(r.code).toBe(403);
     expect(r.message).toContain(
@@ -581,23 +581,24 @@ describe('kubegc under an RBAC that denies it one resource', () => {
         namespace: ns,
         body: { metadata: { name: sa.name } },
       });
-      // deploy/controller/rbac.yaml's ClusterRole, except that delete is granted
-      // on the API groups served before the CRD below exists, so not on its own
-      // (RBAC cannot subtract a group from '*').
+      // deploy/controller/rbac.yaml's ClusterRole as applied, except that delete
+      // is granted on the API groups served before the CRD below exists, so not
+      // on its own (RBAC cannot subtract a group from '*').
       const groups = (await c.kc.makeApiClient(k8s.ApisApi).getAPIVersions()).groups.map(
         (g) => g.name,
       );
       expect(groups).not.toContain(group);
-      await c.rbac.createClusterRole({
-        body: {
-          metadata: { name: role },
-          rules: [
-            { apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list', 'watch', 'patch'] },
-            { apiGroups: ['', ...groups], resources: ['*'], verbs: ['delete'] },
-            { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
-          ],
-        },
-      });
+      const shipped = await c.rbac.readClusterRole({ name: 'kubegc-controller' });
+      const rules = (shipped.rules ?? []).flatMap((r): k8s.V1PolicyRule[] =>
+        r.verbs.includes('delete') && (r.apiGroups ?? []).includes('*')
+          ? [
+              { ...r, verbs: r.verbs.filter((v) => v !== 'delete') },
+              { ...r, apiGroups: ['', ...groups], verbs: ['delete'] },
+            ]
+          : [r],
+      );
+      expect(rules.length).toBe((shipped.rules ?? []).length + 1);
+      await c.rbac.createClusterRole({ body: { metadata: { name: role }, rules } });
       await c.rbac.createClusterRoleBinding({
         body: {
           metadata: { name: role },

@@ -5,11 +5,17 @@
 import {
   ApiError,
   METADATA_ACCEPT,
+  METADATA_LIST_ACCEPT,
   isConflict,
   isObjectNotFound,
   type KubeClient,
 } from '../api/client.ts';
-import { objectPath, type ObjectMeta, type ResourceInfo } from '../api/resources.ts';
+import {
+  collectionPath,
+  objectPath,
+  type ObjectMeta,
+  type ResourceInfo,
+} from '../api/resources.ts';
 import { trimMeta } from '../informers/metadata-informer.ts';
 import type { DeletionPropagation } from './decide.ts';
 
@@ -41,8 +47,36 @@ export class GcApi {
   /** `beforeSend` of every PATCH and DELETE. */
   private readonly beforeWrite = (): void => this.guard();
 
-  /** Live metadata of one object, or undefined if it does not exist. */
+  /**
+   * Live metadata of one object, or undefined if it does not exist.
+   *
+   * A LIST of the one name (`fieldSelector=metadata.name=NAME`), not a GET:
+   * the API server serves it as a read of that one key, as consistent as a
+   * GET, and it needs only the `list` verb. So kubegc's ClusterRole grants no
+   * `get` on `*`, and with it none on the subresources `*` also matches:
+   * `nodes/proxy` (the kubelet's API, exec included), `pods/log`,
+   * `pods/exec`, `services/proxy`. A resource that cannot be listed is read
+   * with a GET.
+   */
   async getMeta(
+    r: ResourceInfo,
+    namespace: string | undefined,
+    name: string,
+  ): Promise<ObjectMeta | undefined> {
+    if (!r.verbs.includes('list')) return this.getMetaByGet(r, namespace, name);
+    const list = await this.client.request<{
+      items?: { metadata?: Parameters<typeof trimMeta>[0] }[];
+    }>('GET', collectionPath(r, r.namespaced ? namespace : undefined), {
+      query: { fieldSelector: `metadata.name=${name}` },
+      accept: METADATA_LIST_ACCEPT,
+      verb: 'GET',
+    });
+    // The selector matches the name exactly; the check guards against a server that ignored it.
+    const item = (list.items ?? []).find((i) => i.metadata?.name === name);
+    return item ? trimMeta(item.metadata) : undefined;
+  }
+
+  private async getMetaByGet(
     r: ResourceInfo,
     namespace: string | undefined,
     name: string,

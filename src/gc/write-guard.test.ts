@@ -152,7 +152,9 @@ test('after an event-loop stall longer than the renew deadline, no write leaves,
     method === 'GET'
       ? {
           status: 200,
-          body: { metadata: { ...meta('after'), resourceVersion: '8', finalizers: ['x'] } },
+          body: {
+            items: [{ metadata: { ...meta('after'), resourceVersion: '8', finalizers: ['x'] } }],
+          },
         }
       : { status: 200 },
   );
@@ -193,7 +195,7 @@ test('after an event-loop stall longer than the renew deadline, no write leaves,
     expect(srv.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
       'DELETE /api/v1/namespaces/ns/configmaps/before',
       // removeFinalizer reads first (a read is not guarded); its PATCH is refused.
-      'GET /api/v1/namespaces/ns/configmaps/after',
+      'GET /api/v1/namespaces/ns/configmaps?fieldSelector=metadata.name%3Dafter',
     ]);
   } finally {
     await elector.stop();
@@ -239,4 +241,67 @@ test('a DELETE answered 429 is not re-sent on the old decision: the caller gets 
     client.close();
     await srv.close();
   }
+});
+
+// Live reads go through the same client: a LIST of the one name, so that
+// kubegc's ClusterRole needs no `get` on `*` (and with it, none on nodes/proxy).
+describe('GcApi.getMeta: a LIST of one name', () => {
+  const page = (names: string[]) => ({
+    status: 200,
+    body: { items: names.map((n) => ({ metadata: { ...meta(n), resourceVersion: '9' } })) },
+  });
+
+  test('the object: its metadata, read by fieldSelector on the collection', async () => {
+    const srv = await serve(() => page(['a']));
+    const client = await clientFor(srv.url, 0);
+    try {
+      const got = await new GcApi(client).getMeta(CONFIGMAPS, 'ns', 'a');
+      expect(got).toEqual({ ...meta('a'), resourceVersion: '9' });
+      expect(srv.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+        'GET /api/v1/namespaces/ns/configmaps?fieldSelector=metadata.name%3Da',
+      ]);
+    } finally {
+      client.close();
+      await srv.close();
+    }
+  });
+
+  test('an empty list: the object does not exist; an item of another name is not taken for it', async () => {
+    const srv = await serve((_s, n) => page(n === 1 ? [] : ['other']));
+    const client = await clientFor(srv.url, 0);
+    try {
+      const api = new GcApi(client);
+      await expect(api.getMeta(CONFIGMAPS, 'ns', 'a')).resolves.toBeUndefined();
+      await expect(api.getMeta(CONFIGMAPS, 'ns', 'a')).resolves.toBeUndefined();
+    } finally {
+      client.close();
+      await srv.close();
+    }
+  });
+
+  test('a 404 for the collection (the resource is no longer served) is an error, never "gone"', async () => {
+    const srv = await serve(() => ({ status: 404, body: { kind: 'Status', reason: 'NotFound' } }));
+    const client = await clientFor(srv.url, 0);
+    try {
+      await expect(new GcApi(client).getMeta(CONFIGMAPS, 'ns', 'a')).rejects.toBeInstanceOf(
+        ApiError,
+      );
+    } finally {
+      client.close();
+      await srv.close();
+    }
+  });
+
+  test('a resource that cannot be listed is read with a GET of the object', async () => {
+    const srv = await serve(() => ({ status: 200, body: { metadata: meta('a') } }));
+    const client = await clientFor(srv.url, 0);
+    try {
+      const getOnly = { ...CONFIGMAPS, verbs: ['get', 'delete'] };
+      await expect(new GcApi(client).getMeta(getOnly, 'ns', 'a')).resolves.toEqual(meta('a'));
+      expect(srv.seen.map((s) => s.url)).toEqual(['/api/v1/namespaces/ns/configmaps/a']);
+    } finally {
+      client.close();
+      await srv.close();
+    }
+  });
 });

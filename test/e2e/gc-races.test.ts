@@ -204,7 +204,13 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
   // API server shows the orphan finalizer).
   let switched: string | undefined;
   intercept = async (r) => {
-    const about = [d, o].find((x) => r.path.endsWith(`/namespaces/${ns}/configmaps/${x.name}`));
+    // A write names the object in its path; a live read is a LIST of its name.
+    const about = [d, o].find(
+      (x) =>
+        r.path.endsWith(`/namespaces/${ns}/configmaps/${x.name}`) ||
+        (r.path.endsWith(`/namespaces/${ns}/configmaps`) &&
+          r.query?.fieldSelector === `metadata.name=${x.name}`),
+    );
     if (switched || !about) return;
     switched = `${r.method} ${about.name}`;
     holding = true;
@@ -412,9 +418,11 @@ test('an owner referenced through a version no longer served (404 for the path, 
     });
     let asked = 0;
     intercept = (r) => {
+      // A live read is a LIST of the one name (src/gc/operations.ts getMeta).
       if (
-        r.method === 'GET' &&
-        r.path.endsWith(`/apis/${group}/v2/namespaces/${ns}/${plural}/owner`)
+        r.verb === 'GET' &&
+        r.path.endsWith(`/apis/${group}/v2/namespaces/${ns}/${plural}`) &&
+        r.query?.fieldSelector === 'metadata.name=owner'
       )
         asked++;
       return Promise.resolve();

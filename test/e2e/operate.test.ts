@@ -95,11 +95,16 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
     (
       await kubectl('auth', 'can-i', '--as', sa, ...args).catch((e: { stdout: string }) => e.stdout)
     ).trim();
-  for (const verb of ['list', 'watch', 'delete', 'patch', 'get']) {
+  for (const verb of ['list', 'watch', 'delete', 'patch']) {
     expect(await can(verb, 'pods', '-A')).toBe('yes');
     expect(await can(verb, 'replicasets.apps', '-A')).toBe('yes');
     expect(await can(verb, 'widgets.example.com', '-A')).toBe('yes');
   }
+  // No `get` (live reads are LISTs of one name), so none on the kubelet's API or logs.
+  expect(await can('get', 'pods', '-A')).toBe('no');
+  expect(await can('get', 'nodes', '--subresource=proxy')).toBe('no');
+  expect(await can('get', 'pods', '--subresource=log', '-A')).toBe('no');
+  expect(await can('get', 'pods', '--subresource=exec', '-A')).toBe('no');
   expect(await can('create', 'events.events.k8s.io', '-n', 'default')).toBe('yes');
   expect(await can('update', 'leases.coordination.k8s.io', '-n', 'kubegc-system')).toBe('yes');
   // And no more: it never creates or updates workloads, nor takes leases elsewhere.

@@ -10,6 +10,7 @@ import { createLogger } from '../log.ts';
 import type { GcContext } from './attempt-to-delete.ts';
 import { attemptToOrphan } from './attempt-to-orphan.ts';
 import type { GcApi } from './operations.ts';
+import { ApiError } from '../api/client.ts';
 
 const CONFIGMAPS: ResourceInfo = {
   group: '',
@@ -151,4 +152,41 @@ test('a watch behind for longer than the wait: orphans what it has, with a warni
   expect(t.logged).toContainEqual(
     expect.objectContaining({ level: 'warn', behind: ['widgets.example.com'] }),
   );
+});
+
+test("RBAC refuses a dependent's PATCH: a GarbageCollectionForbidden Warning on the dependent and on the owner, and the orphan finalizer stays", async () => {
+  const t = setup(() => []);
+  t.ctx.api = {
+    removeOwnerReferences: () =>
+      Promise.reject(new ApiError('PATCH', '/api/v1/namespaces/ns/configmaps/d3', 403, '{}')),
+    removeFinalizer: () => Promise.reject(new Error('must not be reached')),
+  } as unknown as GcApi;
+  const events: [string, string][] = [];
+  t.ctx.events = { warning: (r, reason) => void events.push([r.name, reason]) };
+  t.propagator.apply(t.observe({ ...owner, uid: 'o3', name: 'o3' }));
+  t.propagator.apply(
+    t.observe({
+      ...dependent('d3'),
+      ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'o3', uid: 'o3' }],
+    }),
+  );
+  expect((await attemptToOrphan(t.ctx, 'o3')).result).toBe('error');
+  expect(events.sort()).toEqual([
+    ['d3', 'GarbageCollectionForbidden'],
+    ['o3', 'GarbageCollectionForbidden'],
+  ]);
+});
+
+test('RBAC refuses the finalizer PATCH: a GarbageCollectionForbidden Warning on the owner', async () => {
+  const t = setup(() => []);
+  t.ctx.api = {
+    removeOwnerReferences: () => Promise.resolve(true),
+    removeFinalizer: () =>
+      Promise.reject(new ApiError('PATCH', '/api/v1/namespaces/ns/configmaps/o4', 403, '{}')),
+  } as unknown as GcApi;
+  const events: [string, string][] = [];
+  t.ctx.events = { warning: (r, reason) => void events.push([r.name, reason]) };
+  t.propagator.apply(t.observe({ ...owner, uid: 'o4', name: 'o4' }));
+  await expect(attemptToOrphan(t.ctx, 'o4')).rejects.toBeInstanceOf(ApiError);
+  expect(events).toEqual([['o4', 'GarbageCollectionForbidden']]);
 });

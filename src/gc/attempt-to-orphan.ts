@@ -1,6 +1,7 @@
 // The attempt-to-orphan worker: an owner deleted with propagationPolicy
 // Orphan. Its observed dependents lose their references to it, then the
 // `orphan` finalizer is removed so the API server can finish the delete.
+import { ApiError } from '../api/client.ts';
 import { groupResource } from '../api/resources.ts';
 import { ORPHAN_FINALIZER } from '../graph/propagator.ts';
 import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
@@ -104,6 +105,22 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
       }
     } catch (err) {
       errors.push((err as Error).message);
+      // RBAC (or an admission policy) refuses: say so where the user looks,
+      // on the dependent and on the owner its orphan finalizer holds.
+      if (err instanceof ApiError && err.status === 403) {
+        warnOnce(
+          ctx,
+          depUid,
+          'GarbageCollectionForbidden',
+          `kubegc may not remove this object's reference to ${owner.kind} ${owner.name}: ${err.message}`,
+        );
+        warnOnce(
+          ctx,
+          uid,
+          'GarbageCollectionForbidden',
+          `kubegc may not orphan dependent ${dep.kind} ${dep.name}, so the orphan finalizer stays: ${err.message}`,
+        );
+      }
     }
   };
   await Promise.all(
@@ -114,13 +131,24 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   if (errors.length > 0)
     return failed(new Error(`orphaning dependents failed: ${errors.join('; ')}`));
   if (ctx.dryRun) return done;
-  await ctx.api.removeFinalizer(
-    ownerResource,
-    owner.namespace || undefined,
-    owner.name,
-    uid,
-    ORPHAN_FINALIZER,
-  );
+  try {
+    await ctx.api.removeFinalizer(
+      ownerResource,
+      owner.namespace || undefined,
+      owner.name,
+      uid,
+      ORPHAN_FINALIZER,
+    );
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403)
+      warnOnce(
+        ctx,
+        uid,
+        'GarbageCollectionForbidden',
+        `kubegc may not remove the orphan finalizer: ${err.message}`,
+      );
+    throw err;
+  }
   ctx.log.info('orphaned dependents and removed the orphan finalizer', fields);
   return done;
 }

@@ -340,8 +340,13 @@ export class GarbageCollector {
       const informer = this.informers.get(key);
       if (!informer) continue;
       const r = informer.resource;
-      const note = `kubegc cannot watch ${key} (${informer.lastError ?? 'no answer'}); its objects are decided by live reads until it recovers`;
-      this.log.warn('watch stalled', { resource: key, error: informer.lastError });
+      const note = informer.forbidden
+        ? `kubegc may not list or watch ${key} (${informer.lastError ?? 'forbidden'}): grant list and watch to its service account; until then its objects are not collected and Orphan deletions wait --orphan-watch-timeout`
+        : `kubegc cannot watch ${key} (${informer.lastError ?? 'no answer'}); its objects are decided by live reads until it recovers`;
+      this.log.warn(informer.forbidden ? 'watch forbidden' : 'watch stalled', {
+        resource: key,
+        error: informer.lastError,
+      });
       this.ctx.events?.warning(
         {
           apiVersion: 'apiregistration.k8s.io/v1',
@@ -349,7 +354,7 @@ export class GarbageCollector {
           name: `${r.version}.${r.group}`,
           uid: '',
         },
-        'WatchStalled',
+        informer.forbidden ? 'WatchForbidden' : 'WatchStalled',
         'Watch',
         note,
       );

@@ -246,3 +246,52 @@ describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an
     }
   }, 15_000);
 });
+
+describe('MetadataInformer refused by RBAC', () => {
+  test('a LIST answered 403 counts as stalled at once (no retry repairs it); allowed again, it is not', async () => {
+    let allowed = false;
+    const server = http.createServer((req, res) => {
+      const q = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams;
+      if (!allowed) {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ kind: 'Status', reason: 'Forbidden', message: 'forbidden' }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (q.get('watch') !== 'true')
+        res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+      // The watch stays open.
+    });
+    const client = await listenAndConnect(server);
+    const informer = new MetadataInformer(
+      client,
+      configmaps,
+      () => undefined,
+      createLogger('error', () => undefined),
+      { maxBackoffMs: 50 },
+    );
+    const until = async (what: string, check: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 10_000;
+      while (!check()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    try {
+      expect(informer.stalled()).toBe(false);
+      informer.start();
+      await until('the 403 to be seen', () => informer.failures > 0);
+      expect(informer.forbidden).toBe(true);
+      expect(informer.stalled()).toBe(true);
+      allowed = true;
+      await informer.waitForSync();
+      expect(informer.forbidden).toBe(false);
+      expect(informer.stalled()).toBe(false);
+    } finally {
+      await informer.stop();
+      client.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});

@@ -115,6 +115,12 @@ export class MetadataInformer {
   /** When the watch that ended the last gap opened (Date.now()). */
   private continuousSince: number | undefined;
   lastError: string | undefined;
+  /**
+   * The last list or watch was refused (401/403: RBAC, or an expired
+   * credential) and nothing has been allowed since. No retry repairs that, so
+   * it counts as stalled at once, for the operator to see.
+   */
+  forbidden = false;
 
   constructor(
     client: KubeClient,
@@ -143,8 +149,9 @@ export class MetadataInformer {
    */
   stalled(now = Date.now()): boolean {
     return (
+      this.forbidden ||
       now - this.lastActivity >
-      2 * (2 * this.opts.minWatchTimeoutSec * 1000) + this.opts.watchdogGraceMs
+        2 * (2 * this.opts.minWatchTimeoutSec * 1000) + this.opts.watchdogGraceMs
     );
   }
 
@@ -209,6 +216,7 @@ export class MetadataInformer {
         }
         this.failures++;
         this.lastError = (err as Error).message;
+        this.forbidden = err instanceof ApiError && (err.status === 401 || err.status === 403);
         this.log.warn('list/watch failed; retrying', {
           resource: this.resource.resource,
           group: this.resource.group,
@@ -274,6 +282,7 @@ export class MetadataInformer {
     }
     this.known.uids = seen;
     this.lastActivity = Date.now();
+    this.forbidden = false;
     if (!this.syncedOnce) {
       this.syncedOnce = true;
       for (const w of this.syncWaiters.splice(0)) w();
@@ -302,6 +311,9 @@ export class MetadataInformer {
     const timeoutSec = Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random()));
     const abort = new AbortController();
     this.abort = abort;
+    // stop() may have come while the LIST was in flight: it aborted nothing
+    // then, and a watch opened now would hold stop() for a whole watch cycle.
+    if (!this.running) return;
     const started = Date.now();
     // Restart a stream that has said nothing (not even a bookmark) well past its timeout.
     const watchdog = setInterval(
@@ -338,6 +350,7 @@ export class MetadataInformer {
         () => {
           if (this.gap) {
             this.gap = false;
+            this.forbidden = false;
             this.continuousSince = Date.now();
           }
         },

@@ -566,6 +566,47 @@ function get(base: string, path: string): Promise<number> {
   });
 }
 
+/**
+ * kubegc as a service account of its own, bound to deploy/controller/rbac.yaml's
+ * ClusterRole as applied except that `verb` ('delete', or 'list' with 'watch')
+ * is granted only on the API groups served now, so not on `group`, whose CRD
+ * the test creates next (RBAC cannot subtract a group from '*').
+ */
+async function startLimited(
+  ns: string,
+  sa: { namespace: string; name: string },
+  role: string,
+  group: string,
+  verb: 'delete' | 'list',
+): Promise<KubegcProcess> {
+  const narrowed = verb === 'list' ? ['list', 'watch'] : ['delete'];
+  await c.core.createNamespacedServiceAccount({
+    namespace: ns,
+    body: { metadata: { name: sa.name } },
+  });
+  const groups = (await c.kc.makeApiClient(k8s.ApisApi).getAPIVersions()).groups.map((g) => g.name);
+  expect(groups).not.toContain(group);
+  const shipped = await c.rbac.readClusterRole({ name: 'kubegc-controller' });
+  const rules = (shipped.rules ?? []).flatMap((r): k8s.V1PolicyRule[] =>
+    r.verbs.includes(narrowed[0] ?? '') && (r.apiGroups ?? []).includes('*')
+      ? [
+          { ...r, verbs: r.verbs.filter((v) => !narrowed.includes(v)) },
+          { ...r, apiGroups: ['', ...groups], verbs: narrowed },
+        ]
+      : [r],
+  );
+  expect(rules.length).toBe((shipped.rules ?? []).length + 1);
+  await c.rbac.createClusterRole({ body: { metadata: { name: role }, rules } });
+  await c.rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: role },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      subjects: [{ kind: 'ServiceAccount', ...sa }],
+    },
+  });
+  return startController(cluster, [], { kubeconfig: await serviceAccountKubeconfig(cluster, sa) });
+}
+
 describe('kubegc under an RBAC that denies it one resource', () => {
   test('RBAC that denies kubegc one resource: a Warning event on the object, no crash, everything else collected', async () => {
     const ns = await testNamespace(c.core, 'guard-rbac');
@@ -577,39 +618,8 @@ describe('kubegc under an RBAC that denies it one resource', () => {
     const role = `kubegc-limited-${ns}`;
     let limited: KubegcProcess | undefined;
     try {
-      await c.core.createNamespacedServiceAccount({
-        namespace: ns,
-        body: { metadata: { name: sa.name } },
-      });
-      // deploy/controller/rbac.yaml's ClusterRole as applied, except that delete
-      // is granted on the API groups served before the CRD below exists, so not
-      // on its own (RBAC cannot subtract a group from '*').
-      const groups = (await c.kc.makeApiClient(k8s.ApisApi).getAPIVersions()).groups.map(
-        (g) => g.name,
-      );
-      expect(groups).not.toContain(group);
-      const shipped = await c.rbac.readClusterRole({ name: 'kubegc-controller' });
-      const rules = (shipped.rules ?? []).flatMap((r): k8s.V1PolicyRule[] =>
-        r.verbs.includes('delete') && (r.apiGroups ?? []).includes('*')
-          ? [
-              { ...r, verbs: r.verbs.filter((v) => v !== 'delete') },
-              { ...r, apiGroups: ['', ...groups], verbs: ['delete'] },
-            ]
-          : [r],
-      );
-      expect(rules.length).toBe((shipped.rules ?? []).length + 1);
-      await c.rbac.createClusterRole({ body: { metadata: { name: role }, rules } });
-      await c.rbac.createClusterRoleBinding({
-        body: {
-          metadata: { name: role },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-          subjects: [{ kind: 'ServiceAccount', ...sa }],
-        },
-      });
       // Another service account than kubegc's: RBAC, not the guardrails, refuses here.
-      limited = await startController(cluster, [], {
-        kubeconfig: await serviceAccountKubeconfig(cluster, sa),
-      });
+      limited = await startLimited(ns, sa, role, group, 'delete');
       const proc = limited;
       await ext.createCustomResourceDefinition({ body: crd(group, plural, kind) });
       await proc.waitForLog(
@@ -654,6 +664,55 @@ describe('kubegc under an RBAC that denies it one resource', () => {
       await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner-2' });
       for (const r of later)
         await waitFor(`${r.kind} ${r.name} to be collected`, () => isGone(c, r));
+      expect(proc.child.exitCode).toBeNull();
+      expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+    } finally {
+      await limited?.stop();
+      await c.rbac.deleteClusterRoleBinding({ name: role }).catch(() => undefined);
+      await c.rbac.deleteClusterRole({ name: role }).catch(() => undefined);
+      await ext
+        .deleteCustomResourceDefinition({ name: `${plural}.${group}` })
+        .catch(() => undefined);
+    }
+  });
+  test('RBAC that denies kubegc list/watch of one resource: a WatchForbidden Warning event on its APIService within a discovery period, no crash, everything else collected', async () => {
+    const ns = await testNamespace(c.core, 'guard-rbac-list');
+    const group = `unlisted.${GROUP}`;
+    const plural = `doodads${SUFFIX}`;
+    const kind = `Doodad${SUFFIX}`;
+    const sa = { namespace: ns, name: 'kubegc-unlisting' };
+    const role = `kubegc-unlisting-${ns}`;
+    let limited: KubegcProcess | undefined;
+    try {
+      limited = await startLimited(ns, sa, role, group, 'list');
+      const proc = limited;
+      await ext.createCustomResourceDefinition({ body: crd(group, plural, kind) });
+      // startController's --discovery-period is 5 s: the first round after the CRD
+      // starts the informer, whose LIST is refused; the next one reports it.
+      const event = await waitFor(
+        'a WatchForbidden Warning event on the APIService',
+        async () => {
+          const events = await c.kc
+            .makeApiClient(k8s.EventsV1Api)
+            .listNamespacedEvent({ namespace: 'default' });
+          return events.items.find(
+            (e) => e.reason === 'WatchForbidden' && e.regarding?.name === `v1.${group}`,
+          );
+        },
+        { timeoutMs: 60_000 },
+      );
+      expect(event.type).toBe('Warning');
+      expect(event.note).toContain(`${plural}.${group}`);
+      expect(event.note).toContain('grant list and watch');
+      expect(
+        proc.lines.some((l) => l.msg === 'watch forbidden' && l.resource === `${plural}.${group}`),
+      ).toBe(true);
+
+      // Still running and collecting everything else.
+      const owner = await configMap(c, ns, 'owner');
+      const dep = await configMap(c, ns, 'dep', [ownerRef(owner)]);
+      await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+      await waitFor('the dependent to be collected', () => isGone(c, dep));
       expect(proc.child.exitCode).toBeNull();
       expect(await get(addresses(proc).health, '/healthz')).toBe(200);
     } finally {

@@ -16,6 +16,7 @@ import {
   serviceAccountToken,
 } from '../support/metrics-access.ts';
 import { startPrometheus } from '../support/prometheus.ts';
+import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { selfSignedCert } from '../support/tls.ts';
 import { addresses, runKubegc, startController, type KubegcProcess } from '../support/kubegc.ts';
 import { configMap, deploymentBody, configMapNames, ownerRef, times } from '../support/objects.ts';
@@ -147,10 +148,15 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
 
 test('leader election: exactly one of two replicas deletes; SIGKILL the leader and the other finishes the cascade', async () => {
   const ns = await testNamespace(c.core, 'op-leader');
+  // As shipped: kubegc's service account, its Lease in kubegc-system (the only
+  // namespace its Role grants), under a name of this test's own.
+  const leaseRef = { namespace: 'kubegc-system', name: ns };
   const lease = [
     '--leader-elect',
     '--leader-elect-resource-namespace',
-    ns,
+    leaseRef.namespace,
+    '--leader-elect-resource-name',
+    leaseRef.name,
     '--leader-elect-lease-duration',
     '4s',
     '--leader-elect-renew-deadline',
@@ -161,7 +167,7 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
   const common = [
     'controller',
     '--kubeconfig',
-    cluster.kubeconfig,
+    await serviceAccountKubeconfig(cluster),
     '--metrics-bind-address',
     '127.0.0.1:0',
     '--health-probe-bind-address',
@@ -188,10 +194,7 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
     expect(b.lines.some((l) => l.msg === 'became leader')).toBe(false);
     expect(b.lines.filter((l) => l.msg === 'deleted')).toEqual([]);
     const leases = c.kc.makeApiClient((await import('@kubernetes/client-node')).CoordinationV1Api);
-    const held = (await leases.readNamespacedLease({
-      namespace: ns,
-      name: 'kubegc',
-    })) as k8s.V1Lease;
+    const held = (await leases.readNamespacedLease(leaseRef)) as k8s.V1Lease;
     // A renewal A made before the kill; its real last one may be later, never earlier.
     const renewedAt = new Date(held.spec?.renewTime ?? 0).getTime();
     expect(renewedAt).toBeGreaterThan(0);
@@ -218,11 +221,15 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
     );
     // SIGTERM releases the lease.
     await b.stop();
-    const l = (await leases.readNamespacedLease({ namespace: ns, name: 'kubegc' })) as k8s.V1Lease;
+    const l = (await leases.readNamespacedLease(leaseRef)) as k8s.V1Lease;
     expect(l.spec?.holderIdentity ?? '').toBe('');
   } finally {
     await a.kill();
     await b.kill();
+    await c.kc
+      .makeApiClient((await import('@kubernetes/client-node')).CoordinationV1Api)
+      .deleteNamespacedLease(leaseRef)
+      .catch(() => undefined);
   }
 });
 

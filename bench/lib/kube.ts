@@ -5,8 +5,8 @@ import { KubeClient, loadKubeConfig } from '../../src/api/client.ts';
 import type { OwnerReference } from '../../src/api/resources.ts';
 
 /** A client without a client-side limit: the benchmark must never be its own bottleneck. */
-export function benchClient(kubeconfig: string): Promise<KubeClient> {
-  return KubeClient.create(loadKubeConfig(kubeconfig), {
+export async function benchClient(kubeconfig: string): Promise<KubeClient> {
+  return KubeClient.create(await loadKubeConfig(kubeconfig), {
     qps: 0,
     burst: 1,
     userAgent: 'kubegc-bench',

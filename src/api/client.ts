@@ -1,6 +1,7 @@
-// The one HTTP client kubegc uses for the API server. @kubernetes/client-node
-// supplies the kubeconfig, TLS material and authentication (tokens, exec
-// plugins, in-cluster service account); requests go through our own
+// The one HTTP client kubegc uses for the API server. kubeconfig.ts supplies
+// the TLS material and authentication (natively for in-cluster, certificates
+// and tokens; through @kubernetes/client-node, loaded on demand, for exec
+// plugins and the rest); requests go through our own
 // transport, because we need metadata-only Accept headers, streaming watches
 // and a client-side rate limit that client-node lacks. Requests share one
 // HTTP/2 connection, as client-go's do (about 40% less client CPU per request
@@ -10,7 +11,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
-import * as k8s from '@kubernetes/client-node';
+import type { KubeConfigLike } from './kubeconfig.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 export interface ClientOptions {
@@ -150,7 +151,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 export class KubeClient {
   readonly server: URL;
-  private readonly kc: k8s.KubeConfig;
+  private readonly kc: KubeConfigLike;
   private readonly opts: ClientOptions;
   private readonly bucket: TokenBucket;
   private readonly agent: http.Agent;
@@ -160,7 +161,7 @@ export class KubeClient {
   /** undefined: HTTP/2 off (http:, DISABLE_HTTP2, or the server did not offer it). */
   private h2: Http2Connection | undefined;
 
-  private constructor(kc: k8s.KubeConfig, tls: https.AgentOptions, opts: ClientOptions) {
+  private constructor(kc: KubeConfigLike, tls: https.AgentOptions, opts: ClientOptions) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
     this.kc = kc;
@@ -187,7 +188,7 @@ export class KubeClient {
     return this.h2 !== undefined && !this.h2.unsupported;
   }
 
-  static async create(kc: k8s.KubeConfig, opts: Partial<ClientOptions> = {}): Promise<KubeClient> {
+  static async create(kc: KubeConfigLike, opts: Partial<ClientOptions> = {}): Promise<KubeClient> {
     const tls: https.RequestOptions = {};
     await kc.applyToHTTPSOptions(tls);
     const agentTls: https.AgentOptions = {
@@ -608,24 +609,4 @@ function readBody(res: http.IncomingMessage): Promise<string> {
   });
 }
 
-/**
- * Loads the kubeconfig the way operators expect: --kubeconfig, else
- * $KUBECONFIG, else ~/.kube/config, else the in-cluster service account.
- */
-export function loadKubeConfig(path?: string): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
-  try {
-    if (path) kc.loadFromFile(path);
-    else kc.loadFromDefault();
-  } catch (err) {
-    throw new Error(`cannot load kubeconfig${path ? ` ${path}` : ''}: ${(err as Error).message}`);
-  }
-  if (!kc.getCurrentCluster()) {
-    throw new Error(
-      path
-        ? `kubeconfig ${path} has no current cluster`
-        : 'no kubeconfig found (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster',
-    );
-  }
-  return kc;
-}
+export { loadKubeConfig } from './kubeconfig.ts';

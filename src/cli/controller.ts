@@ -140,7 +140,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   const log = createLogger(flags['log-level'] as Level);
   let kc;
   try {
-    kc = loadKubeConfig(flags.kubeconfig as string | undefined);
+    kc = await loadKubeConfig(flags.kubeconfig as string | undefined);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

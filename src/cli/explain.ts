@@ -52,7 +52,7 @@ export async function explainCommand(argv: string[]): Promise<number> {
     throw new UsageError(`"${target}" is not RESOURCE/NAME (e.g. deployment/web)`);
   let kc;
   try {
-    kc = loadKubeConfig(flags.kubeconfig as string | undefined);
+    kc = await loadKubeConfig(flags.kubeconfig as string | undefined);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

@@ -1,9 +1,9 @@
 // `kubegc node`: image and container garbage collection on one node, over CRI
 // (the DaemonSet mode). Flags are named like the kubelet's.
 import os from 'node:os';
-import * as k8s from '@kubernetes/client-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
+import { inClusterConfig, SA_DIR, type KubeConfigLike } from '../api/kubeconfig.ts';
 import { createLogger, type Level, type Logger } from '../log.ts';
 import { ContainerGarbageCollector } from '../node/container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
@@ -159,16 +159,20 @@ ${formatFlags(NODE_FLAGS)}`;
 
 /** API access: --kubeconfig, else the service account in a pod, else none. */
 async function apiClient(path: string | undefined): Promise<KubeClient | undefined> {
-  let kc: k8s.KubeConfig;
+  let kc: KubeConfigLike;
   if (path) {
     try {
-      kc = loadKubeConfig(path);
+      kc = await loadKubeConfig(path);
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
   } else if (process.env.KUBERNETES_SERVICE_HOST) {
-    kc = new k8s.KubeConfig();
-    kc.loadFromCluster();
+    const inCluster = inClusterConfig();
+    if (!inCluster)
+      throw new UsageError(
+        `KUBERNETES_SERVICE_HOST is set but there is no service account token in ${SA_DIR} (automountServiceAccountToken: false?)`,
+      );
+    kc = inCluster;
   } else {
     return undefined;
   }

@@ -7,7 +7,7 @@
 // --keep-cluster, and for experiments --node-flags "FLAGS" (Node.js flags for
 // kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
 import { RUNTIME_FLAGS } from '../src/runtime-flags.ts';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -363,7 +363,7 @@ function assemble(
 function standardNotes(plan: Plan): string[] {
   const notes = [
     'kube-controller-manager multiplies --kube-api-qps by 2 for its GC client (two calls per deletion), so "kcm GC, equal" runs with 1,000 QPS effective, kubegc with 500.',
-    'kubegc runs from source (`node src/cli.ts`, type stripping at start-up), as `npm run bench` needs no build.',
+    'kubegc runs the built `dist/cli.js` (the bench runs `npm run build` first), as the image and the `kubegc` bin run it.',
     `kubegc and the graph process run with kubegc's runtime flags (${RUNTIME_FLAGS.join(' ')}; src/runtime-flags.ts), as the image and the \`kubegc\` bin start it.`,
     "Every GC is started after its objects exist and stopped right after its measurement: no two garbage collectors ever run at once (the cluster's own kube-controller-manager runs without its GC).",
   ];
@@ -410,6 +410,8 @@ async function withCluster<T>(
 
 async function main(): Promise<void> {
   const plan = parsePlan(process.argv.slice(2));
+  // kubegc is measured as users run it: the compiled dist/, built from this tree now.
+  execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'inherit' });
   const notes = standardNotes(plan);
   const started = new Date();
   const loadAtStart = os.loadavg().map(round2);

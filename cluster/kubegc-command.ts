@@ -6,16 +6,16 @@ import { RUNTIME_FLAGS } from '../src/runtime-flags.ts';
 import { REPO_ROOT } from './controlplane.ts';
 
 export const KUBEGC_CLI = path.join(REPO_ROOT, 'src', 'cli.ts');
+/** The built CLI (`npm run build`), as the image and the `kubegc` bin run it. */
+export const KUBEGC_DIST_CLI = path.join(REPO_ROOT, 'dist', 'cli.js');
 
-/** node's argv for `kubegc ARGS` from source, as the image and the bin start it. */
-export function kubegcArgv(args: readonly string[], nodeFlags: readonly string[] = []): string[] {
-  return [
-    ...RUNTIME_FLAGS,
-    ...nodeFlags,
-    '--disable-warning=ExperimentalWarning',
-    KUBEGC_CLI,
-    ...args,
-  ];
+/** node's argv for `kubegc ARGS` (from source unless `entry` says otherwise), with the bin's runtime flags. */
+export function kubegcArgv(
+  args: readonly string[],
+  nodeFlags: readonly string[] = [],
+  entry: string = KUBEGC_CLI,
+): string[] {
+  return [...RUNTIME_FLAGS, ...nodeFlags, '--disable-warning=ExperimentalWarning', entry, ...args];
 }
 
 /** `kubegc controller` on this kubeconfig; ephemeral ports, so several may run at once. */

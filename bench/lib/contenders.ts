@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { controllerArgs, kubegcArgv } from '../../cluster/kubegc-command.ts';
+import { controllerArgs, KUBEGC_DIST_CLI, kubegcArgv } from '../../cluster/kubegc-command.ts';
 import {
   CONTROLLERS_GC_ONLY,
   delay,
@@ -108,7 +108,11 @@ async function startKubegc(
   const child = spawn(
     process.execPath,
     // Plain HTTP metrics on loopback: the harness reads them without a token.
-    kubegcArgv(controllerArgs(cluster.kubeconfig, ['--metrics-secure=false', ...args]), nodeFlags),
+    kubegcArgv(
+      controllerArgs(cluster.kubeconfig, ['--metrics-secure=false', ...args]),
+      nodeFlags,
+      KUBEGC_DIST_CLI,
+    ),
     { stdio: ['ignore', 'ignore', fd] },
   );
   closeSync(fd);

@@ -27,7 +27,7 @@ import {
   OwnershipGraph,
   type NodeAttributes,
 } from '../src/graph/graph.ts';
-import { debugGraphHandler } from '../src/observability/debug-graph.ts';
+import { debugGraphHandler, type DebugGraphJson } from '../src/observability/debug-graph.ts';
 
 const SCENARIOS = ['idle', 'new', 'old'] as const;
 type Scenario = (typeof SCENARIOS)[number];
@@ -69,19 +69,7 @@ const scenario = opt('--scenario', '') as Scenario | '';
 
 // ---------------------------------------------------------------------------
 // The old /debug/graph (HEAD before the streaming handler), for comparison.
-interface GraphView {
-  nodes: {
-    uid: string;
-    apiVersion: string;
-    kind: string;
-    namespace: string;
-    name: string;
-    virtual: boolean;
-    beingDeleted: boolean;
-    deletingDependents: boolean;
-  }[];
-  edges: { owner: string; dependent: string; controller: boolean; blockOwnerDeletion: boolean }[];
-}
+type GraphView = DebugGraphJson;
 
 function oldNeighbourhood(graph: OwnershipGraph, uid: string): Set<string> {
   const seen = new Set<string>([uid]);

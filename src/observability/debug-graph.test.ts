@@ -6,30 +6,10 @@ import {
   OwnershipGraph,
   type NodeAttributes,
 } from '../graph/graph.ts';
-import { debugGraphHandler } from './debug-graph.ts';
+import { debugGraphHandler, type DebugGraphJson } from './debug-graph.ts';
 
-interface JsonNode {
-  uid: string;
-  apiVersion: string;
-  kind: string;
-  namespace: string;
-  name: string;
-  virtual: boolean;
-  beingDeleted: boolean;
-  deletingDependents: boolean;
-}
-interface JsonEdge {
-  owner: string;
-  dependent: string;
-  controller: boolean;
-  blockOwnerDeletion: boolean;
-}
-interface JsonView {
-  nodes: JsonNode[];
-  edges: JsonEdge[];
-  continue?: string;
-  truncated?: boolean;
-}
+type JsonView = DebugGraphJson;
+type JsonEdge = DebugGraphJson['edges'][number];
 
 function attrs(uid: string, extra: Partial<NodeAttributes> = {}): NodeAttributes {
   return {

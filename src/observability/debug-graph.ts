@@ -31,6 +31,25 @@
 import type http from 'node:http';
 import type { NodeAttributes, OwnershipGraph } from '../graph/graph.ts';
 
+/** The JSON view's shape (`format=json`), for its readers. */
+export interface DebugGraphJson {
+  nodes: {
+    uid: string;
+    apiVersion: string;
+    kind: string;
+    namespace: string;
+    name: string;
+    virtual: boolean;
+    beingDeleted: boolean;
+    deletingDependents: boolean;
+  }[];
+  edges: { owner: string; dependent: string; controller: boolean; blockOwnerDeletion: boolean }[];
+  /** Whole-graph mode: more nodes remain; pass it back as `continue`. */
+  continue?: string;
+  /** Neighbourhood mode: cut at `limit`. */
+  truncated?: boolean;
+}
+
 export const DEFAULT_LIMIT = 10_000;
 export const MAX_LIMIT = 100_000;
 /** Characters buffered before a chunk goes to `res.write` (node data is ASCII, so ~bytes). */

@@ -22,7 +22,7 @@ export function controllerProbes(gc: ProbeState): { healthz: () => Check; readyz
       const warnings =
         stalled.length > 0
           ? [
-              `watches stalled (their objects are decided by live reads; everything else is collected as usual): ${stalled.join(', ')}`,
+              `watches stalled or refused by RBAC (see the WatchStalled and WatchForbidden events; everything else is collected as usual): ${stalled.join(', ')}`,
             ]
           : undefined;
       return gc.synced

@@ -88,7 +88,7 @@ function ipBytes(ip: string): Buffer {
   if (!net.isIPv6(ip) || ip.includes('%'))
     throw new Error(`not an IP address: ${JSON.stringify(ip)}`);
   let text = ip;
-  // An embedded dotted quad (::ffff:10.0.0.1) stands for the last two groups.
+  // An embedded dotted quad (::ffff:198.18.0.1) stands for the last two groups.
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
   if (dotted?.[1]) {
     const [a = 0, b = 0, c = 0, d = 0] = dotted[1].split('.').map(Number);
@@ -208,6 +208,8 @@ export interface ServingCertificate {
   /** The PEM private key currently served. */
   readonly key: string;
   readonly source: 'files' | 'self-signed';
+  /** Polls of the files completed so far (0 when self-signed): tests wait on it. */
+  readonly polls: number;
   /**
    * Keeps `server` on the current pair: polls the files and swaps the server's secure
    * context when they change to a valid pair. A no-op for a self-signed certificate.
@@ -293,6 +295,7 @@ export async function servingCertificate(
       cert: certPem,
       key: keyPem,
       source: 'self-signed',
+      polls: 0,
       watch: () => undefined,
       close: () => undefined,
     };
@@ -317,6 +320,7 @@ export async function servingCertificate(
   const servers = new Map<tls.Server, tls.SecureContextOptions>();
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
+  let polls = 0;
   // A hash, not the content, so no stale private key lingers in memory.
   let lastRejected: string | undefined;
 
@@ -380,7 +384,10 @@ export async function servingCertificate(
         .catch((err: unknown) =>
           log.error('serving certificate poll failed', { error: message(err) }),
         )
-        .finally(schedule);
+        .finally(() => {
+          polls++;
+          schedule();
+        });
     }, pollIntervalMs);
     timer.unref();
   };
@@ -393,6 +400,9 @@ export async function servingCertificate(
       return key;
     },
     source: 'files',
+    get polls() {
+      return polls;
+    },
     watch(server, base = {}) {
       if (closed) throw new Error('serving certificate is closed');
       servers.set(server, base);

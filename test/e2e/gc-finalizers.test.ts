@@ -15,6 +15,7 @@ import {
 import { startController, type KubegcProcess } from '../support/kubegc.ts';
 import {
   configMap,
+  collectBlockingCycle,
   configMapNames,
   isGone,
   ownerRef,
@@ -237,29 +238,7 @@ test('a dependent with a solid owner and an owner in foreground deletion survive
 
 test('a cycle of three blocking references is collected when one member is deleted with Foreground', async () => {
   const ns = await testNamespace(c.core, 'fin-cycle');
-  // a ← b ← c ← a: each owned by the previous, with blocking references.
-  const a = await configMap(c, ns, 'a');
-  const b = await configMap(c, ns, 'b', [ownerRef(a, { blockOwnerDeletion: true })]);
-  const cc = await configMap(c, ns, 'c', [ownerRef(b, { blockOwnerDeletion: true })]);
-  await c.core.patchNamespacedConfigMap({
-    namespace: ns,
-    name: 'a',
-    body: [
-      {
-        op: 'add',
-        path: '/metadata/ownerReferences',
-        value: [ownerRef(cc, { blockOwnerDeletion: true })],
-      },
-    ],
-  });
-  await c.core.deleteNamespacedConfigMap({
-    namespace: ns,
-    name: 'a',
-    propagationPolicy: 'Foreground',
-  });
-  await waitFor('all three to be gone', async () => (await configMapNames(c, ns)).length === 0, {
-    timeoutMs: 90_000,
-  });
+  await collectBlockingCycle(c, ns);
 });
 
 test('pods in a blocking cycle are collected too', async () => {

@@ -20,6 +20,7 @@ import {
 import { addresses, startController, type KubegcProcess } from '../support/kubegc.ts';
 import {
   configMap,
+  collectBlockingCycle,
   configMapNames,
   deploymentBody,
   isGone,
@@ -269,29 +270,8 @@ describe('kubegc as its service account, under the guardrails', () => {
   test('under the guardrails, a cycle of three blocking references is collected', async () => {
     const ns = await testNamespace(c.core, 'guard-cycle');
     collected.push(ns);
-    // a ← b ← c ← a: kubegc unblocks references (a PATCH of blockOwnerDeletion) to break it.
-    const a = await configMap(c, ns, 'a');
-    const b = await configMap(c, ns, 'b', [ownerRef(a, { blockOwnerDeletion: true })]);
-    const cc = await configMap(c, ns, 'c', [ownerRef(b, { blockOwnerDeletion: true })]);
-    await c.core.patchNamespacedConfigMap({
-      namespace: ns,
-      name: 'a',
-      body: [
-        {
-          op: 'add',
-          path: '/metadata/ownerReferences',
-          value: [ownerRef(cc, { blockOwnerDeletion: true })],
-        },
-      ],
-    });
-    await c.core.deleteNamespacedConfigMap({
-      namespace: ns,
-      name: 'a',
-      propagationPolicy: 'Foreground',
-    });
-    await waitFor('all three to be gone', async () => (await configMapNames(c, ns)).length === 0, {
-      timeoutMs: 90_000,
-    });
+    // kubegc unblocks a reference (a PATCH of blockOwnerDeletion) to break it.
+    await collectBlockingCycle(c, ns);
   });
 
   test('no write of kubegc in the collection tests was refused (audit log)', async () => {
@@ -567,161 +547,163 @@ function get(base: string, path: string): Promise<number> {
 }
 
 /**
- * kubegc as a service account of its own, bound to deploy/controller/rbac.yaml's
- * ClusterRole as applied except that `verb` ('delete', or 'list' with 'watch')
- * is granted only on the API groups served now, so not on `group`, whose CRD
- * the test creates next (RBAC cannot subtract a group from '*').
+ * Runs `test` against kubegc as a service account of its own (in a new
+ * namespace), bound to deploy/controller/rbac.yaml's ClusterRole as applied
+ * except that `verb` ('delete', or 'list' with 'watch') is granted only on the
+ * API groups served now, so not on `group`, whose CRD is created right after
+ * kubegc starts (RBAC cannot subtract a group from '*'). Cleans up after.
  */
-async function startLimited(
-  ns: string,
-  sa: { namespace: string; name: string },
-  role: string,
-  group: string,
+async function withLimitedKubegc(
+  prefix: string,
+  crdNames: { group: string; plural: string; kind: string },
   verb: 'delete' | 'list',
-): Promise<KubegcProcess> {
-  const narrowed = verb === 'list' ? ['list', 'watch'] : ['delete'];
-  await c.core.createNamespacedServiceAccount({
-    namespace: ns,
-    body: { metadata: { name: sa.name } },
-  });
-  const groups = (await c.kc.makeApiClient(k8s.ApisApi).getAPIVersions()).groups.map((g) => g.name);
-  expect(groups).not.toContain(group);
-  const shipped = await c.rbac.readClusterRole({ name: 'kubegc-controller' });
-  const rules = (shipped.rules ?? []).flatMap((r): k8s.V1PolicyRule[] =>
-    r.verbs.includes(narrowed[0] ?? '') && (r.apiGroups ?? []).includes('*')
-      ? [
-          { ...r, verbs: r.verbs.filter((v) => !narrowed.includes(v)) },
-          { ...r, apiGroups: ['', ...groups], verbs: narrowed },
-        ]
-      : [r],
-  );
-  expect(rules.length).toBe((shipped.rules ?? []).length + 1);
-  await c.rbac.createClusterRole({ body: { metadata: { name: role }, rules } });
-  await c.rbac.createClusterRoleBinding({
-    body: {
-      metadata: { name: role },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-      subjects: [{ kind: 'ServiceAccount', ...sa }],
-    },
-  });
-  return startController(cluster, [], { kubeconfig: await serviceAccountKubeconfig(cluster, sa) });
+  test: (proc: KubegcProcess, ns: string, user: string) => Promise<void>,
+): Promise<void> {
+  const { group, plural, kind } = crdNames;
+  const ns = await testNamespace(c.core, prefix);
+  const sa = { namespace: ns, name: 'kubegc-limited' };
+  const role = `kubegc-limited-${ns}`;
+  let limited: KubegcProcess | undefined;
+  try {
+    const narrowed = verb === 'list' ? ['list', 'watch'] : ['delete'];
+    await c.core.createNamespacedServiceAccount({
+      namespace: ns,
+      body: { metadata: { name: sa.name } },
+    });
+    const groups = (await c.kc.makeApiClient(k8s.ApisApi).getAPIVersions()).groups.map(
+      (g) => g.name,
+    );
+    expect(groups).not.toContain(group);
+    const shipped = await c.rbac.readClusterRole({ name: 'kubegc-controller' });
+    const rules = (shipped.rules ?? []).flatMap((r): k8s.V1PolicyRule[] =>
+      r.verbs.includes(narrowed[0] ?? '') && (r.apiGroups ?? []).includes('*')
+        ? [
+            { ...r, verbs: r.verbs.filter((v) => !narrowed.includes(v)) },
+            { ...r, apiGroups: ['', ...groups], verbs: narrowed },
+          ]
+        : [r],
+    );
+    expect(rules.length).toBe((shipped.rules ?? []).length + 1);
+    await c.rbac.createClusterRole({ body: { metadata: { name: role }, rules } });
+    await c.rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: role },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ kind: 'ServiceAccount', ...sa }],
+      },
+    });
+    // Another service account than kubegc's: RBAC, not the guardrails, refuses here.
+    limited = await startController(cluster, [], {
+      kubeconfig: await serviceAccountKubeconfig(cluster, sa),
+    });
+    await ext.createCustomResourceDefinition({ body: crd(group, plural, kind) });
+    await test(limited, ns, serviceAccountUser(sa));
+  } finally {
+    await limited?.stop();
+    await c.rbac.deleteClusterRoleBinding({ name: role }).catch(() => undefined);
+    await c.rbac.deleteClusterRole({ name: role }).catch(() => undefined);
+    await ext.deleteCustomResourceDefinition({ name: `${plural}.${group}` }).catch(() => undefined);
+  }
 }
 
 describe('kubegc under an RBAC that denies it one resource', () => {
   test('RBAC that denies kubegc one resource: a Warning event on the object, no crash, everything else collected', async () => {
-    const ns = await testNamespace(c.core, 'guard-rbac');
     // A second custom resource, whose group the limited role may not delete in.
     const group = `denied.${GROUP}`;
     const plural = `widgets${SUFFIX}`;
     const kind = `Widget${SUFFIX}`;
-    const sa = { namespace: ns, name: 'kubegc-limited' };
-    const role = `kubegc-limited-${ns}`;
-    let limited: KubegcProcess | undefined;
-    try {
-      // Another service account than kubegc's: RBAC, not the guardrails, refuses here.
-      limited = await startLimited(ns, sa, role, group, 'delete');
-      const proc = limited;
-      await ext.createCustomResourceDefinition({ body: crd(group, plural, kind) });
-      await proc.waitForLog(
-        'the denied resource to be watched',
-        (l) => l.msg === 'started watching' && l.resource === `${plural}.${group}`,
-        60_000,
-      );
+    await withLimitedKubegc(
+      'guard-rbac',
+      { group, plural, kind },
+      'delete',
+      async (proc, ns, user) => {
+        await proc.waitForLog(
+          'the denied resource to be watched',
+          (l) => l.msg === 'started watching' && l.resource === `${plural}.${group}`,
+          60_000,
+        );
 
-      const owner = await configMap(c, ns, 'owner');
-      const denied = await customObject(group, plural, kind, ns, 'denied', [ownerRef(owner)]);
-      const allowed = await configMap(c, ns, 'allowed', [ownerRef(owner)]);
-      await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
-      await waitFor('the allowed dependent to be collected', () => isGone(c, allowed));
+        const owner = await configMap(c, ns, 'owner');
+        const denied = await customObject(group, plural, kind, ns, 'denied', [ownerRef(owner)]);
+        const allowed = await configMap(c, ns, 'allowed', [ownerRef(owner)]);
+        await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+        await waitFor('the allowed dependent to be collected', () => isGone(c, allowed));
 
-      const event = await waitFor(
-        'a GarbageCollectionForbidden Warning event on the denied object',
-        async () => {
-          const events = await c.kc
-            .makeApiClient(k8s.EventsV1Api)
-            .listNamespacedEvent({ namespace: ns });
-          return events.items.find(
-            (e) => e.reason === 'GarbageCollectionForbidden' && e.regarding?.uid === denied.uid,
-          );
-        },
-      );
-      expect(event.type).toBe('Warning');
-      expect(event.reportingController).toBe('kubegc');
-      expect(event.regarding).toMatchObject({ kind, name: 'denied', namespace: ns });
-      expect(event.note).toContain(serviceAccountUser(sa));
-      expect(event.note).toContain('cannot delete resource');
-      expect(await readCustom(group, plural, denied)).toBeDefined();
+        const event = await waitFor(
+          'a GarbageCollectionForbidden Warning event on the denied object',
+          async () => {
+            const events = await c.kc
+              .makeApiClient(k8s.EventsV1Api)
+              .listNamespacedEvent({ namespace: ns });
+            return events.items.find(
+              (e) => e.reason === 'GarbageCollectionForbidden' && e.regarding?.uid === denied.uid,
+            );
+          },
+        );
+        expect(event.type).toBe('Warning');
+        expect(event.reportingController).toBe('kubegc');
+        expect(event.regarding).toMatchObject({ kind, name: 'denied', namespace: ns });
+        expect(event.note).toContain(user);
+        expect(event.note).toContain('cannot delete resource');
+        expect(await readCustom(group, plural, denied)).toBeDefined();
 
-      // Still running, still live, and still collecting everything else.
-      expect(proc.child.exitCode).toBeNull();
-      expect(proc.child.signalCode).toBeNull();
-      expect(await get(addresses(proc).health, '/healthz')).toBe(200);
-      const owner2 = await configMap(c, ns, 'owner-2');
-      const later = [
-        await configMap(c, ns, 'later-cm', [ownerRef(owner2)]),
-        await secret(c, ns, 'later-secret', [ownerRef(owner2)]),
-      ];
-      await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner-2' });
-      for (const r of later)
-        await waitFor(`${r.kind} ${r.name} to be collected`, () => isGone(c, r));
-      expect(proc.child.exitCode).toBeNull();
-      expect(await get(addresses(proc).health, '/healthz')).toBe(200);
-    } finally {
-      await limited?.stop();
-      await c.rbac.deleteClusterRoleBinding({ name: role }).catch(() => undefined);
-      await c.rbac.deleteClusterRole({ name: role }).catch(() => undefined);
-      await ext
-        .deleteCustomResourceDefinition({ name: `${plural}.${group}` })
-        .catch(() => undefined);
-    }
+        // Still running, still live, and still collecting everything else.
+        expect(proc.child.exitCode).toBeNull();
+        expect(proc.child.signalCode).toBeNull();
+        expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+        const owner2 = await configMap(c, ns, 'owner-2');
+        const later = [
+          await configMap(c, ns, 'later-cm', [ownerRef(owner2)]),
+          await secret(c, ns, 'later-secret', [ownerRef(owner2)]),
+        ];
+        await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner-2' });
+        for (const r of later)
+          await waitFor(`${r.kind} ${r.name} to be collected`, () => isGone(c, r));
+        expect(proc.child.exitCode).toBeNull();
+        expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+      },
+    );
   });
   test('RBAC that denies kubegc list/watch of one resource: a WatchForbidden Warning event on its APIService within a discovery period, no crash, everything else collected', async () => {
-    const ns = await testNamespace(c.core, 'guard-rbac-list');
     const group = `unlisted.${GROUP}`;
     const plural = `doodads${SUFFIX}`;
     const kind = `Doodad${SUFFIX}`;
-    const sa = { namespace: ns, name: 'kubegc-unlisting' };
-    const role = `kubegc-unlisting-${ns}`;
-    let limited: KubegcProcess | undefined;
-    try {
-      limited = await startLimited(ns, sa, role, group, 'list');
-      const proc = limited;
-      await ext.createCustomResourceDefinition({ body: crd(group, plural, kind) });
-      // startController's --discovery-period is 5 s: the first round after the CRD
-      // starts the informer, whose LIST is refused; the next one reports it.
-      const event = await waitFor(
-        'a WatchForbidden Warning event on the APIService',
-        async () => {
-          const events = await c.kc
-            .makeApiClient(k8s.EventsV1Api)
-            .listNamespacedEvent({ namespace: 'default' });
-          return events.items.find(
-            (e) => e.reason === 'WatchForbidden' && e.regarding?.name === `v1.${group}`,
-          );
-        },
-        { timeoutMs: 60_000 },
-      );
-      expect(event.type).toBe('Warning');
-      expect(event.note).toContain(`${plural}.${group}`);
-      expect(event.note).toContain('grant list and watch');
-      expect(
-        proc.lines.some((l) => l.msg === 'watch forbidden' && l.resource === `${plural}.${group}`),
-      ).toBe(true);
+    await withLimitedKubegc(
+      'guard-rbac-list',
+      { group, plural, kind },
+      'list',
+      async (proc, ns) => {
+        // startController's --discovery-period is 5 s: the first round after the CRD
+        // starts the informer, whose LIST is refused; the next one reports it.
+        const event = await waitFor(
+          'a WatchForbidden Warning event on the APIService',
+          async () => {
+            const events = await c.kc
+              .makeApiClient(k8s.EventsV1Api)
+              .listNamespacedEvent({ namespace: 'default' });
+            return events.items.find(
+              (e) => e.reason === 'WatchForbidden' && e.regarding?.name === `v1.${group}`,
+            );
+          },
+          { timeoutMs: 60_000 },
+        );
+        expect(event.type).toBe('Warning');
+        expect(event.note).toContain(`${plural}.${group}`);
+        expect(event.note).toContain('grant list and watch');
+        await proc.waitForLog(
+          'the "watch forbidden" log line',
+          (l) => l.msg === 'watch forbidden' && l.resource === `${plural}.${group}`,
+          15_000,
+        );
 
-      // Still running and collecting everything else.
-      const owner = await configMap(c, ns, 'owner');
-      const dep = await configMap(c, ns, 'dep', [ownerRef(owner)]);
-      await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
-      await waitFor('the dependent to be collected', () => isGone(c, dep));
-      expect(proc.child.exitCode).toBeNull();
-      expect(await get(addresses(proc).health, '/healthz')).toBe(200);
-    } finally {
-      await limited?.stop();
-      await c.rbac.deleteClusterRoleBinding({ name: role }).catch(() => undefined);
-      await c.rbac.deleteClusterRole({ name: role }).catch(() => undefined);
-      await ext
-        .deleteCustomResourceDefinition({ name: `${plural}.${group}` })
-        .catch(() => undefined);
-    }
+        // Still running and collecting everything else.
+        const owner = await configMap(c, ns, 'owner');
+        const dep = await configMap(c, ns, 'dep', [ownerRef(owner)]);
+        await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+        await waitFor('the dependent to be collected', () => isGone(c, dep));
+        expect(proc.child.exitCode).toBeNull();
+        expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+      },
+    );
   });
 });

@@ -1,7 +1,7 @@
 // Building blocks for ownership trees in e2e tests.
 import type * as k8s from '@kubernetes/client-node';
 import type { Clients } from './cluster.ts';
-import { statusOf } from './cluster.ts';
+import { statusOf, waitFor } from './cluster.ts';
 
 export interface Ref {
   apiVersion: string;
@@ -132,4 +132,34 @@ export function deploymentBody(name: string, replicas: number): k8s.V1Deployment
       },
     },
   };
+}
+
+/**
+ * ConfigMaps a ← b ← c ← a in `namespace`, every reference blocking, then `a`
+ * deleted with Foreground: only kubegc's cycle breaker (unblocking a
+ * reference) lets the three go. Resolves once they are all gone.
+ */
+export async function collectBlockingCycle(c: Clients, namespace: string): Promise<void> {
+  const a = await configMap(c, namespace, 'a');
+  const b = await configMap(c, namespace, 'b', [ownerRef(a, { blockOwnerDeletion: true })]);
+  const cc = await configMap(c, namespace, 'c', [ownerRef(b, { blockOwnerDeletion: true })]);
+  await c.core.patchNamespacedConfigMap({
+    namespace,
+    name: 'a',
+    body: [
+      {
+        op: 'add',
+        path: '/metadata/ownerReferences',
+        value: [ownerRef(cc, { blockOwnerDeletion: true })],
+      },
+    ],
+  });
+  await c.core.deleteNamespacedConfigMap({ namespace, name: 'a', propagationPolicy: 'Foreground' });
+  await waitFor(
+    'all three to be gone',
+    async () => (await configMapNames(c, namespace)).length === 0,
+    {
+      timeoutMs: 90_000,
+    },
+  );
 }

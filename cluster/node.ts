@@ -520,10 +520,6 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
       `--node-ip=${NODE_IP}`,
       `--root-dir=${p.kubeletRoot}`,
       `--cert-dir=${p.kubeletCerts}`,
-      // The kubelet's own container GC keeps dead containers for a day (a
-      // deprecated flag, not in KubeletConfiguration): on this node kubegc's
-      // container GC is the one under test and must not race the kubelet's.
-      '--minimum-container-ttl-duration=24h',
       '--v=1',
     ]);
     state.processes.kubelet = kubelet;

@@ -35,6 +35,7 @@ export default {
         '<rootDir>/src/**/*.test.ts',
         '<rootDir>/test/unit/**/*.test.ts',
         '<rootDir>/soak/**/*.test.ts',
+        '<rootDir>/bench/**/*.test.ts',
       ],
     },
     {

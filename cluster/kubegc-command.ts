@@ -14,8 +14,9 @@ export function kubegcArgv(
   args: readonly string[],
   nodeFlags: readonly string[] = [],
   entry: string = KUBEGC_CLI,
+  runtimeFlags: readonly string[] = RUNTIME_FLAGS,
 ): string[] {
-  return [...RUNTIME_FLAGS, ...nodeFlags, '--disable-warning=ExperimentalWarning', entry, ...args];
+  return [...runtimeFlags, ...nodeFlags, '--disable-warning=ExperimentalWarning', entry, ...args];
 }
 
 /** `kubegc controller` on this kubeconfig; ephemeral ports, so several may run at once. */

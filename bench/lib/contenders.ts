@@ -7,6 +7,7 @@ import { closeSync, openSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { controllerArgs, KUBEGC_DIST_CLI, kubegcArgv } from '../../cluster/kubegc-command.ts';
+import { RUNTIME_FLAGS } from '../../src/runtime-flags.ts';
 import {
   CONTROLLERS_GC_ONLY,
   delay,
@@ -22,6 +23,12 @@ export interface Running {
   startedAt: number;
   /** Resolves with seconds from spawn to initial sync done; rejects if the process dies first. */
   synced: Promise<number>;
+  /**
+   * Seconds from spawn to "every informer has listed" (kubegc's `informers
+   * listed`; kcm logs one line for both, so its `synced`); null if the line
+   * never came before `synced`.
+   */
+  listed: Promise<number | null>;
   /** kubegc only: its /metrics URL (from its start-up log line). */
   metricsUrl?: string;
   stop(): Promise<void>;
@@ -30,10 +37,14 @@ export interface Running {
 export type ContenderKind = 'kubegc' | 'kcm';
 
 export interface ContenderSpec {
-  /** Row label in the table. */
-  label: string;
   kind: ContenderKind;
+  /** Its own flags; the table's label is built from them (contenderLabel). */
   args: string[];
+  /**
+   * kubegc only: start node with kubegc's runtime flags (src/runtime-flags.ts,
+   * as the image and the bin do); false for the A/B without them.
+   */
+  runtimeFlags?: boolean;
 }
 
 /** kube-controller-manager's own flags for "equal" settings; note its GC doubles the QPS it is given. */
@@ -43,11 +54,38 @@ export const KCM_EQUAL_ARGS = [
   '--concurrent-gc-syncs=20',
 ];
 
+/**
+ * kube-controller-manager's GC client budget at its defaults: --kube-api-qps
+ * 20 doubled for the GC's client (cmd/kube-controller-manager/app/core.go:
+ * `config.QPS *= 2`), --kube-api-burst 30 (not doubled), 20 workers.
+ */
+export const KCM_BUDGET_ARGS = ['--kube-api-qps=40', '--kube-api-burst=30', '--workers=20'];
+
 export const CONTENDERS = {
-  kubegc: { label: 'kubegc (defaults)', kind: 'kubegc', args: [] },
-  kcmDefault: { label: 'kcm GC (defaults)', kind: 'kcm', args: [] },
-  kcmEqual: { label: 'kcm GC (equal settings)', kind: 'kcm', args: KCM_EQUAL_ARGS },
+  kubegc: { kind: 'kubegc', args: [] },
+  kubegc_kcm_budget: { kind: 'kubegc', args: KCM_BUDGET_ARGS },
+  kubegc_no_runtime_flags: { kind: 'kubegc', args: [], runtimeFlags: false },
+  kcm_default: { kind: 'kcm', args: [] },
+  kcm_equal: { kind: 'kcm', args: KCM_EQUAL_ARGS },
 } satisfies Record<string, ContenderSpec>;
+
+export type ContenderKey = keyof typeof CONTENDERS | 'ceiling';
+
+/** The row label: the command line actually run, extras included (not a description of it). */
+export function contenderLabel(key: ContenderKey, extras?: Extras): string {
+  if (key === 'ceiling') return 'ceiling: no GC, a plain client deletes (20 in flight)';
+  const spec: ContenderSpec = CONTENDERS[key];
+  if (spec.kind === 'kcm') {
+    const args = [...spec.args, ...(extras?.kcmArgs ?? [])];
+    return `kcm GC ${args.length ? args.join(' ') : '(defaults)'}`;
+  }
+  const args = [...spec.args, ...(extras?.kubegcArgs ?? [])];
+  const node = [
+    ...(spec.runtimeFlags === false ? [] : RUNTIME_FLAGS),
+    ...(extras?.nodeFlags ?? []),
+  ];
+  return `kubegc ${args.length ? args.join(' ') : '(defaults)'}; node ${node.length ? node.join(' ') : '(no flags)'}`;
+}
 
 let starts = 0;
 
@@ -66,6 +104,7 @@ export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): P
         logName,
         [...spec.args, ...(extras?.kubegcArgs ?? [])],
         extras?.nodeFlags ?? [],
+        spec.runtimeFlags === false ? [] : RUNTIME_FLAGS,
       )
     : startKcmGc(cluster, logName, [...spec.args, ...(extras?.kcmArgs ?? [])]);
 }
@@ -101,6 +140,7 @@ async function startKubegc(
   logName: string,
   args: string[],
   nodeFlags: string[],
+  runtimeFlags: readonly string[],
 ): Promise<Running> {
   const file = logFile(cluster.dir, logName);
   const fd = openSync(file, 'w');
@@ -112,6 +152,7 @@ async function startKubegc(
       controllerArgs(cluster.kubeconfig, ['--metrics-secure=false', ...args]),
       nodeFlags,
       KUBEGC_DIST_CLI,
+      runtimeFlags,
     ),
     { stdio: ['ignore', 'ignore', fd] },
   );
@@ -120,12 +161,26 @@ async function startKubegc(
   if (pid === undefined) throw new Error('kubegc did not start');
   const exited = new Promise<void>((r) => child.on('exit', () => r()));
   const gone = (): boolean => child.exitCode !== null || child.signalCode !== null;
-  const running: Running = { name: 'kubegc', pid, startedAt, synced: Promise.resolve(0), stop };
+  const running: Running = {
+    name: 'kubegc',
+    pid,
+    startedAt,
+    synced: Promise.resolve(0),
+    listed: Promise.resolve(null),
+    stop,
+  };
+  let listedAt: number | null = null;
   running.synced = waitForLine(file, '"garbage collector started"', startedAt, gone, (text) => {
     const address = /"metricsAddress":"([^"]+)"/.exec(text)?.[1];
     if (address) running.metricsUrl = `http://${address}/metrics`;
+    // Both markers from the same reads of the file: the earlier one is timed
+    // on the read that first shows it.
+    if (listedAt === null && text.includes('"informers listed"'))
+      listedAt = (performance.now() - startedAt) / 1000;
   });
+  running.listed = running.synced.then(() => listedAt);
   running.synced.catch(() => undefined);
+  running.listed.catch(() => undefined);
   return running;
   async function stop(): Promise<void> {
     if (gone()) return;
@@ -151,7 +206,7 @@ async function startKcmGc(cluster: Cluster, logName: string, args: string[]): Pr
     stopped = true;
     await proc.stop();
   };
-  return { name: 'kcm', pid: proc.pid, startedAt, synced, stop };
+  return { name: 'kcm', pid: proc.pid, startedAt, synced, listed: synced, stop };
 }
 
 function alive(pid: number): boolean {

@@ -42,9 +42,17 @@ export async function deleteNamespace(client: KubeClient, name: string): Promise
   await client.request('DELETE', `/api/v1/namespaces/${name}`).catch(() => undefined);
 }
 
+export interface OwnerSpec {
+  name: string;
+  uid: string;
+  blockOwnerDeletion: boolean;
+}
+
 export interface ConfigMapSpec {
   name: string;
-  owner?: { name: string; uid: string; blockOwnerDeletion: boolean };
+  owner?: OwnerSpec;
+  /** A second owner (the live-path scenario: a dependent that outlives one of its owners). */
+  secondOwner?: OwnerSpec;
   /** Bytes of data (a string value), to make objects of realistic size. */
   dataBytes?: number;
 }
@@ -68,7 +76,11 @@ export async function createConfigMaps(
 ): Promise<string[]> {
   return pool(specs, concurrency, async (s) => {
     const metadata: Record<string, unknown> = { name: s.name };
-    if (s.owner) metadata.ownerReferences = [ownerRef(s.owner)];
+    if (s.owner)
+      metadata.ownerReferences = [
+        ownerRef(s.owner),
+        ...(s.secondOwner ? [ownerRef(s.secondOwner)] : []),
+      ];
     const data = s.dataBytes ? { payload: 'x'.repeat(s.dataBytes) } : undefined;
     const created = await client.request<{ metadata: { uid: string } }>('POST', configmaps(ns), {
       body: { apiVersion: 'v1', kind: 'ConfigMap', metadata, data },
@@ -141,4 +153,161 @@ export function watchDeletes(
   // A rejection after success (the stream aborted by stop()) is expected.
   finished.catch(() => undefined);
   return { finished, deleted, stop: () => abort.abort() };
+}
+
+/** A merge patch of one label (the live-path scenario's concurrent writer); false if the object is gone. */
+export async function patchConfigMapLabel(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  value: string,
+): Promise<boolean> {
+  try {
+    await client.request('PATCH', `${configmaps(ns)}/${name}`, {
+      body: { metadata: { labels: { 'bench-touch': value } } },
+      contentType: 'application/merge-patch+json',
+    });
+    return true;
+  } catch (err) {
+    if ((err as { status?: number }).status === 404) return false;
+    throw err;
+  }
+}
+
+/** One event of a watch on the namespace's ConfigMaps. */
+export interface WatchEvent {
+  type: string;
+  name: string;
+  ownerUids: string[];
+}
+
+/**
+ * Like watchDeletes, for any condition over the events: resolves `finished`
+ * with performance.now() at the first event after which `done` holds.
+ */
+export function watchUntil(
+  client: KubeClient,
+  ns: string,
+  fromVersion: string,
+  done: (ev: WatchEvent) => boolean,
+): { finished: Promise<number>; stop(): void } {
+  const abort = new AbortController();
+  let resolve: (t: number) => void = () => undefined;
+  let reject: (e: Error) => void = () => undefined;
+  const finished = new Promise<number>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  const onLine = (line: string): void => {
+    const ev = JSON.parse(line) as {
+      type: string;
+      object?: { metadata?: { name?: string; ownerReferences?: { uid: string }[] } };
+    };
+    const name = ev.object?.metadata?.name;
+    if (name === undefined) return;
+    const ownerUids = (ev.object?.metadata?.ownerReferences ?? []).map((r) => r.uid);
+    if (done({ type: ev.type, name, ownerUids })) resolve(performance.now());
+  };
+  const query = { watch: true, resourceVersion: fromVersion, timeoutSeconds: 3600 };
+  client
+    .stream(configmaps(ns), { query, signal: abort.signal }, () => undefined, onLine)
+    .then(() => reject(new Error(`watch on ${ns} ended before its condition held`)))
+    .catch((err: unknown) => reject(err instanceof Error ? err : new Error(String(err))));
+  finished.catch(() => undefined);
+  return { finished, stop: () => abort.abort() };
+}
+
+// A custom resource for the memory measurements: kcm caches it as metadata
+// only, as kubegc caches everything, so the two are compared on equal terms.
+export const WIDGET_GROUP = 'bench.kubegc.io';
+const WIDGET_CRD = `widgets.${WIDGET_GROUP}`;
+const widgets = (ns: string): string => `/apis/${WIDGET_GROUP}/v1/namespaces/${ns}/widgets`;
+
+/** Creates the Widget CRD (if missing) and waits until it is served. */
+export async function ensureWidgetCrd(client: KubeClient): Promise<void> {
+  const path = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
+  try {
+    await client.request('POST', path, {
+      body: {
+        apiVersion: 'apiextensions.k8s.io/v1',
+        kind: 'CustomResourceDefinition',
+        metadata: { name: WIDGET_CRD },
+        spec: {
+          group: WIDGET_GROUP,
+          scope: 'Namespaced',
+          names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              schema: {
+                openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+              },
+            },
+          ],
+        },
+      },
+    });
+  } catch (err) {
+    if ((err as { status?: number }).status !== 409) throw err;
+  }
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    const crd = await client.request<{
+      status?: { conditions?: { type: string; status: string }[] };
+    }>('GET', `${path}/${WIDGET_CRD}`);
+    const established = crd.status?.conditions?.some(
+      (c) => c.type === 'Established' && c.status === 'True',
+    );
+    if (established) {
+      // Served once the group shows in discovery, not only once Established.
+      const ok = await client
+        .request('GET', `/apis/${WIDGET_GROUP}/v1`)
+        .then(() => true)
+        .catch(() => false);
+      if (ok) return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`CRD ${WIDGET_CRD} not served within 60 s`);
+}
+
+/** Creates Widgets (metadata only, an empty spec); returns their UIDs in order. */
+export async function createWidgets(
+  client: KubeClient,
+  ns: string,
+  specs: readonly ConfigMapSpec[],
+  concurrency = 100,
+): Promise<string[]> {
+  return pool(specs, concurrency, async (s) => {
+    const metadata: Record<string, unknown> = { name: s.name };
+    if (s.owner)
+      metadata.ownerReferences = [
+        { apiVersion: `${WIDGET_GROUP}/v1`, kind: 'Widget', name: s.owner.name, uid: s.owner.uid },
+      ];
+    const created = await client.request<{ metadata: { uid: string } }>('POST', widgets(ns), {
+      body: { apiVersion: `${WIDGET_GROUP}/v1`, kind: 'Widget', metadata, spec: {} },
+    });
+    return created.metadata.uid;
+  });
+}
+
+/**
+ * Deletes every ConfigMap or Widget of the namespace (one DELETE of the
+ * collection) and waits until a list finds none, so the next measurement
+ * starts from an empty namespace.
+ */
+export async function emptyCollection(
+  client: KubeClient,
+  ns: string,
+  kind: 'configmaps' | 'widgets',
+  timeoutMs = 900_000,
+): Promise<void> {
+  const path = kind === 'configmaps' ? configmaps(ns) : widgets(ns);
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
+    const list = await client.request<{ items: unknown[] }>('GET', path, { query: { limit: 1 } });
+    if (list.items.length === 0) return;
+    await client.request('DELETE', path, { timeoutMs: 600_000 }).catch(() => undefined);
+  }
+  throw new Error(`${kind} in ${ns} not gone within ${timeoutMs / 1000} s`);
 }

@@ -18,10 +18,14 @@ import {
   collectionVersion,
   createConfigMaps,
   createNamespace,
+  createWidgets,
   deleteConfigMap,
   deleteNamespace,
+  emptyCollection,
+  patchConfigMapLabel,
   pool,
   watchDeletes,
+  watchUntil,
   type ConfigMapSpec,
 } from './kube.ts';
 
@@ -84,6 +88,8 @@ export interface CascadeRun {
   cpu: WindowCost['cpu'];
   /** ConfigMap requests the API server completed in the window, by verb. */
   requests: WindowCost['requests'];
+  /** Scenario-specific counts (e.g. the concurrent writer's PATCHes). */
+  extra?: Record<string, number>;
 }
 
 /**
@@ -136,8 +142,12 @@ async function configMapRequests(env: Env): Promise<Record<string, number>> {
     if (!line.startsWith('apiserver_request_total{') || !line.includes('resource="configmaps"'))
       continue;
     const verb = /verb="([^"]+)"/.exec(line)?.[1];
+    const code = /code="([^"]+)"/.exec(line)?.[1] ?? '';
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
-    if (verb) out[verb] = (out[verb] ?? 0) + value;
+    if (!verb) continue;
+    out[verb] = (out[verb] ?? 0) + value;
+    // Refusals counted apart too: a 409 is a precondition that caught a stale copy.
+    if (!code.startsWith('2')) out[`${verb} ${code}`] = (out[`${verb} ${code}`] ?? 0) + value;
   }
   return out;
 }
@@ -254,34 +264,197 @@ export async function foreground(
   }
 }
 
+/**
+ * The live path, first shape: every dependent has a second owner that stays.
+ * Deleting the first owner (Background) must leave each dependent in place
+ * with only the second reference: a GC needs a live read of the dependent and
+ * of the remaining owner, then a PATCH, for every one. Seconds until the watch
+ * has seen every dependent without the deleted owner's reference; a dependent
+ * deleted instead fails the repetition (the GC would have deleted something
+ * whose owner exists).
+ */
+export async function liveSecondOwner(
+  env: Env,
+  spec: ContenderSpec,
+  n: number,
+): Promise<CascadeRun> {
+  const ns = await freshNamespace(env, 'bench-live-owner');
+  try {
+    const t0c = performance.now();
+    const [uid, keeperUid] = await createConfigMaps(env.client, ns, [
+      { name: 'owner' },
+      { name: 'keeper' },
+    ]);
+    if (!uid || !keeperUid) throw new Error('owners not created');
+    const owner = { name: 'owner', uid, blockOwnerDeletion: false };
+    const secondOwner = { name: 'keeper', uid: keeperUid, blockOwnerDeletion: false };
+    await createConfigMaps(
+      env.client,
+      ns,
+      Array.from({ length: n }, (_, i): ConfigMapSpec => ({
+        name: depName(i),
+        owner,
+        secondOwner,
+      })),
+    );
+    const createSeconds = (performance.now() - t0c) / 1000;
+    const gc = await ready(env, spec);
+    try {
+      const rv = await collectionVersion(env.client, ns);
+      const released = new Set<string>();
+      let wrong: string | undefined;
+      const watch = watchUntil(env.client, ns, rv, (ev) => {
+        if (ev.type === 'DELETED' && ev.name !== 'owner') wrong ??= ev.name;
+        if (ev.type === 'MODIFIED' && ev.name.startsWith('dep-') && !ev.ownerUids.includes(uid))
+          released.add(ev.name);
+        return released.size >= n || wrong !== undefined;
+      });
+      try {
+        const cost = await windowMeter(env, gc.pid);
+        const t0 = performance.now();
+        await deleteConfigMap(env.client, ns, 'owner', 'Background');
+        const t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `live path in ${ns}`);
+        if (wrong !== undefined)
+          throw new Error(`${wrong} was DELETED although its second owner exists`);
+        return { seconds: (t1 - t0) / 1000, createSeconds, ...(await cost()) };
+      } finally {
+        watch.stop();
+      }
+    } finally {
+      await gc.stop();
+    }
+  } finally {
+    await deleteNamespace(env.client, ns);
+  }
+}
+
+/**
+ * The live path, second shape: dependents change between the GC's copy and
+ * its DELETE. The owner is deleted (Background) while `writers` concurrent
+ * clients keep patching a label on the dependents, cycling through them in
+ * creation order until all are gone, so a DELETE decided from an informer's
+ * copy meets a newer resourceVersion (a 409 for kubegc's precondition, then
+ * a live read). Seconds until the watch has seen every dependent DELETED.
+ */
+export async function liveChurn(
+  env: Env,
+  spec: ContenderSpec,
+  n: number,
+  writers = 10,
+): Promise<CascadeRun> {
+  const ns = await freshNamespace(env, 'bench-live-churn');
+  try {
+    const createSeconds = await backgroundTree(env, ns, n);
+    const gc = await ready(env, spec);
+    try {
+      const rv = await collectionVersion(env.client, ns);
+      const watch = watchDeletes(env.client, ns, rv, (gone) => gone.size >= n + 1);
+      let patches = 0;
+      let stop = false;
+      try {
+        const cost = await windowMeter(env, gc.pid);
+        const t0 = performance.now();
+        await deleteConfigMap(env.client, ns, 'owner', 'Background');
+        const live = Array.from({ length: n }, (_, i) => depName(i));
+        let next = 0;
+        const writer = async (): Promise<void> => {
+          while (!stop && live.length > 0) {
+            const i = next++ % live.length;
+            const name = live[i];
+            if (name === undefined) continue;
+            if (await patchConfigMapLabel(env.client, ns, name, String(patches++))) continue;
+            const at = live.indexOf(name);
+            if (at !== -1) live.splice(at, 1);
+          }
+        };
+        const writing = Promise.all(Array.from({ length: writers }, writer));
+        let t1: number;
+        try {
+          t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `live churn in ${ns}`);
+        } finally {
+          stop = true;
+          await writing.catch(() => undefined);
+        }
+        const c = await cost();
+        return {
+          seconds: (t1 - t0) / 1000,
+          createSeconds,
+          ...c,
+          extra: { writerPatchRequests: patches },
+        };
+      } finally {
+        watch.stop();
+      }
+    } finally {
+      await gc.stop();
+    }
+  } finally {
+    await deleteNamespace(env.client, ns);
+  }
+}
+
 export const MEMORY_NAMESPACE = 'bench-memory';
 
 /**
- * Grows the memory namespace to `total` ConfigMaps (~300 bytes of data each):
- * half owners, half dependents each owned by one owner. Owners are named so
- * that lists return them before their dependents, so neither GC starts with
- * thousands of unseen ("virtual") owners to verify.
+ * What the memory objects are: ConfigMaps without data (kcm caches built-in
+ * kinds as full typed objects, kubegc as metadata: no payload keeps that
+ * difference out), ConfigMaps with 300 bytes of data, or a custom resource
+ * (which kcm also caches as metadata only).
  */
-export async function growMemoryObjects(env: Env, have: number, total: number): Promise<number> {
-  if (have === 0) await createNamespace(env.client, MEMORY_NAMESPACE);
+export type Payload = 'empty' | 'data300' | 'cr';
+
+export const PAYLOAD_TEXT: Record<Payload, string> = {
+  empty: 'ConfigMaps without data',
+  data300: 'ConfigMaps with 300 bytes of data',
+  cr: 'custom resources (Widget, metadata and an empty spec)',
+};
+
+/**
+ * Grows the memory namespace to `total` objects of `payload`: half owners,
+ * half dependents each owned by one owner. Owners are named so that lists
+ * return them before their dependents, so neither GC starts with thousands of
+ * unseen ("virtual") owners to verify.
+ */
+export async function growMemoryObjects(
+  env: Env,
+  payload: Payload,
+  have: number,
+  total: number,
+): Promise<number> {
+  if (have === 0)
+    await createNamespace(env.client, MEMORY_NAMESPACE).catch((err: unknown) => {
+      if ((err as { status?: number }).status !== 409) throw err;
+    });
   const t0 = performance.now();
   const from = have / 2;
   const to = total / 2;
+  const dataBytes = payload === 'data300' ? 300 : undefined;
+  const create = payload === 'cr' ? createWidgets : createConfigMaps;
   const owners = Array.from({ length: to - from }, (_, k) => ({
     name: `a-owner-${String(from + k).padStart(6, '0')}`,
-    dataBytes: 300,
+    dataBytes,
   }));
-  const uids = await createConfigMaps(env.client, MEMORY_NAMESPACE, owners);
+  const uids = await create(env.client, MEMORY_NAMESPACE, owners);
   const dependents = owners.map((o, k): ConfigMapSpec => ({
     name: `b-dep-${String(from + k).padStart(6, '0')}`,
     owner: { name: o.name, uid: uids[k] ?? '', blockOwnerDeletion: false },
-    dataBytes: 300,
+    dataBytes,
   }));
-  await createConfigMaps(env.client, MEMORY_NAMESPACE, dependents);
+  await create(env.client, MEMORY_NAMESPACE, dependents);
+  return (performance.now() - t0) / 1000;
+}
+
+/** Removes the memory objects of `payload`, so the next payload is measured alone. */
+export async function clearMemoryObjects(env: Env, payload: Payload): Promise<number> {
+  const t0 = performance.now();
+  await emptyCollection(env.client, MEMORY_NAMESPACE, payload === 'cr' ? 'widgets' : 'configmaps');
   return (performance.now() - t0) / 1000;
 }
 
 export interface StartupRun {
+  /** Spawn → "every informer has listed" (kcm: the same line as syncSeconds); null if not logged. */
+  listedSeconds: number | null;
+  /** Spawn → graph built and workers started (kcm: "all resource monitors have synced"). */
   syncSeconds: number;
   rssBytes: number;
   /** kubegc only: V8 heap in use at the same moment (from its own metrics), to tell graph from runtime. */
@@ -293,7 +466,8 @@ export async function startup(env: Env, spec: ContenderSpec): Promise<StartupRun
   const gc = await start(env.cluster, spec, env.extras);
   try {
     const syncSeconds = await gc.synced;
-    const run: StartupRun = { syncSeconds, rssBytes: await settledRss(gc.pid) };
+    const listedSeconds = await gc.listed;
+    const run: StartupRun = { listedSeconds, syncSeconds, rssBytes: await settledRss(gc.pid) };
     if (gc.metricsUrl)
       run.heapUsedBytes = await scrapeGauge(gc.metricsUrl, 'nodejs_heap_size_used_bytes');
     return run;

@@ -77,6 +77,19 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
       },
     ),
   };
+  const removedAt: { name: string; uids: string[]; resourceVersion: string | undefined }[] = [];
+  Object.assign(api, {
+    removeOwnerReferencesAt: jest.fn((_r: ResourceInfo, meta: ObjectMeta, uids: string[]) => {
+      removedAt.push({ name: meta.name, uids, resourceVersion: meta.resourceVersion });
+      const live = objects.get(meta.name);
+      if (!live || live.uid !== meta.uid) return Promise.resolve('gone' as const);
+      if (live.resourceVersion !== meta.resourceVersion)
+        return Promise.resolve('conflict' as const);
+      live.ownerReferences = (live.ownerReferences ?? []).filter((r) => !uids.includes(r.uid));
+      live.resourceVersion = String(Number(live.resourceVersion) + 1);
+      return Promise.resolve('patched' as const);
+    }),
+  });
   const unblocks: { name: string; resourceVersion: string | undefined }[] = [];
   /** Runs right before an unblock PATCH or a DELETE reaches the "server": a concurrent writer. */
   const before: { unblock?: () => void; delete?: () => void } = {};
@@ -103,7 +116,7 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
       return del(r, meta, policy, withRv);
     },
   );
-  return { api: api as unknown as GcApi, gets, deletes, removed, unblocks, before };
+  return { api: api as unknown as GcApi, gets, deletes, removed, removedAt, unblocks, before };
 }
 
 function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean } = {}) {
@@ -257,6 +270,123 @@ test('the object changed since the graph saw it (409): decided again from a live
   expect(t.gets).toEqual(['dep', 'cm-keeper']);
   expect(t.removed).toEqual([['o']]);
   expect(objects.get('dep')?.ownerReferences).toEqual([ownerRef('keeper')]);
+});
+
+describe('a second owner the graph observes alive', () => {
+  const keeper: ObjectMeta = {
+    uid: 'keeper',
+    name: 'cm-keeper',
+    namespace: 'ns',
+    resourceVersion: '2',
+  };
+  const twoOwners: ObjectMeta = {
+    ...dependent,
+    ownerReferences: [ownerRef('o'), ownerRef('keeper')],
+  };
+
+  test("keeps the dependent: the gone owner's reference is removed from the graph copy, guarded by uid and resourceVersion, without a read", async () => {
+    const objects = new Map([
+      ['dep', structuredClone(twoOwners)],
+      ['cm-keeper', { ...keeper }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(keeper);
+    t.observe(twoOwners);
+    t.observeDelete(owner);
+    expect(t.queued).toEqual(['d']);
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.gets).toEqual([]);
+    expect(t.deletes).toEqual([]);
+    expect(t.removedAt).toEqual([{ name: 'dep', uids: ['o'], resourceVersion: '7' }]);
+    expect(objects.get('dep')?.ownerReferences).toEqual([ownerRef('keeper')]);
+  });
+
+  test("the copy is stale (someone removed the live owner's reference meanwhile): the guarded PATCH is refused and the live read deletes the dependent", async () => {
+    // Live: only the gone owner's reference is left, at a newer version. An
+    // unguarded PATCH would strip it and leave an orphan that is never collected.
+    const objects = new Map<string, ObjectMeta>([
+      ['dep', { ...dependent, resourceVersion: '8', ownerReferences: [ownerRef('o')] }],
+      ['cm-keeper', { ...keeper }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(keeper);
+    t.observe(twoOwners);
+    t.observeDelete(owner);
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.removedAt.map((r) => r.resourceVersion)).toEqual(['7']);
+    expect(t.gets).toEqual(['dep']);
+    expect(t.deletes).toEqual([expect.objectContaining({ name: 'dep', resourceVersion: '8' })]);
+    expect(objects.has('dep')).toBe(false);
+  });
+
+  test('an owner the graph shows being deleted (without foregroundDeletion) is not vouched for: both are read live', async () => {
+    const deletingKeeper = {
+      ...keeper,
+      deletionTimestamp: '2024-01-01T00:00:00Z',
+      finalizers: ['other'],
+    };
+    const objects = new Map([
+      ['dep', structuredClone(twoOwners)],
+      ['cm-keeper', { ...deletingKeeper }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(deletingKeeper);
+    t.observe(twoOwners);
+    t.observeDelete(owner);
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.removedAt).toEqual([]);
+    expect(t.gets).toEqual(['dep', 'cm-keeper']);
+    // Live, the keeper still exists (being deleted, not in foreground): the dependent stays.
+    expect(t.deletes).toEqual([]);
+    expect(t.removed).toEqual([['o']]);
+  });
+
+  test('a second owner the graph has never observed (virtual) is read live', async () => {
+    const objects = new Map([
+      ['dep', structuredClone(twoOwners)],
+      ['cm-keeper', { ...keeper }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(twoOwners);
+    t.observeDelete(owner);
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.removedAt).toEqual([]);
+    expect(t.gets).toEqual(['dep', 'cm-keeper']);
+    expect(t.removed).toEqual([['o']]);
+  });
+
+  test('a reference naming the observed owner under another name is not vouched for', async () => {
+    const wrongName = {
+      ...dependent,
+      ownerReferences: [ownerRef('o'), { ...ownerRef('keeper'), name: 'other' }],
+    };
+    const objects = new Map([
+      ['dep', structuredClone(wrongName)],
+      ['cm-keeper', { ...keeper }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(keeper);
+    t.observe(wrongName);
+    t.observeDelete(owner);
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.removedAt).toEqual([]);
+    expect(t.gets[0]).toBe('dep');
+  });
 });
 
 test('an owner not known gone: the live path reads the dependent and the owner', async () => {

@@ -208,10 +208,14 @@ async function deleteFromGraphCopy(
   const owners: ClassifiedOwner[] = [];
   for (const ref of snap.ownerReferences) {
     const known =
-      knownAbsent(ctx, namespace, ref) ?? observedDeletingDependents(ctx, namespace, ref);
+      knownAbsent(ctx, namespace, ref) ??
+      observedDeletingDependents(ctx, namespace, ref) ??
+      observedSolid(ctx, namespace, ref);
     if (!known) return undefined;
     owners.push(known);
   }
+  // Nothing known gone: nothing to collect here (the live path checks why it was queued).
+  if (!owners.some((o) => o.state === 'dangling' || o.state === 'waiting')) return undefined;
   // The graph shows an owner as the informers last saw it, which can lag the
   // API server by seconds: an owner switched from Foreground to Orphan (a
   // second DELETE) still looks "waiting" here. Upstream's window is one GET;
@@ -232,6 +236,21 @@ async function deleteFromGraphCopy(
     owners[i] = fresh;
   }
   const decision = decide({ live: copy, owners, dependents: snap.dependents });
+  if (decision.action === 'removeOwnerReferences') {
+    // An owner the graph shows alive keeps the object; only references to
+    // owners known gone go, from exactly the copy decided on (a 409 sends it
+    // the live way). The graph may be late to show that owner gone too: then
+    // its delete event queues the object again, and keeping is the safe error.
+    const patched = await ctx.api.removeOwnerReferencesAt(resource, copy, decision.uids);
+    if (patched === 'conflict') return undefined;
+    if (patched === 'gone') return learnGone(ctx, resource, copy);
+    ctx.log.info('removed owner references', {
+      ...decisionFields(resource, copy, decision.reason, owners),
+      removed: decision.uids,
+      fromGraph: true,
+    });
+    return done;
+  }
   if (decision.action !== 'delete' || decision.unblockOwnerReferences) return undefined;
   const outcome = await ctx.api.delete(resource, copy, decision.policy, true);
   if (outcome === 'conflict') return undefined;
@@ -336,6 +355,28 @@ function observedDeletingDependents(
   )
     return undefined;
   return { ref, state: 'waiting', detail: 'graph: owner-deleting-dependents' };
+}
+
+/**
+ * An owner the informers observe, not being deleted, under exactly the
+ * coordinates the reference names: it exists as far as the graph knows, which
+ * only ever keeps the dependent (the one decision it can lead to is removing
+ * references to other owners that are known gone).
+ */
+function observedSolid(
+  ctx: GcContext,
+  dependentNamespace: string,
+  ref: OwnerReference,
+): ClassifiedOwner | undefined {
+  const owner = ctx.graph.get(ref.uid);
+  if (
+    !owner ||
+    owner.virtual ||
+    owner.beingDeleted ||
+    !refNamesOwner(ref, owner, dependentNamespace)
+  )
+    return undefined;
+  return { ref, state: 'solid', detail: 'graph: owner-observed' };
 }
 
 function decisionFields(

@@ -164,6 +164,54 @@ export class GcApi {
   }
 
   /**
+   * Removes the owner references with these UIDs from exactly the version of
+   * the object in `meta` (the graph's copy): the patch carries its uid and
+   * resourceVersion, so the API server applies it only to that version and
+   * answers 409 otherwise ('conflict': the caller decides again from a live
+   * read). Strategic merge patch; a JSON merge patch of the list for custom
+   * resources (415), computed from the same copy and equally guarded.
+   */
+  async removeOwnerReferencesAt(
+    r: ResourceInfo,
+    meta: ObjectMeta,
+    uids: readonly string[],
+  ): Promise<'patched' | 'gone' | 'conflict'> {
+    if (!meta.resourceVersion) throw new Error('removeOwnerReferencesAt needs a resourceVersion');
+    const path = objectPath(r, meta.namespace, meta.name);
+    const guard = { uid: meta.uid, resourceVersion: meta.resourceVersion };
+    const bodies = [
+      {
+        contentType: 'application/strategic-merge-patch+json',
+        metadata: { ...guard, ownerReferences: uids.map((uid) => ({ $patch: 'delete', uid })) },
+      },
+      {
+        contentType: 'application/merge-patch+json',
+        metadata: {
+          ...guard,
+          ownerReferences: (meta.ownerReferences ?? []).filter((o) => !uids.includes(o.uid)),
+        },
+      },
+    ];
+    for (const { contentType, metadata } of bodies) {
+      try {
+        await this.client.request('PATCH', path, {
+          contentType,
+          body: { metadata },
+          accept: METADATA_ACCEPT,
+          verb: 'PATCH',
+          beforeSend: this.beforeWrite,
+        });
+        return 'patched';
+      } catch (err) {
+        if (isObjectNotFound(err, meta.name)) return 'gone';
+        if (isConflict(err)) return 'conflict';
+        if (!(err instanceof ApiError && err.status === 415)) throw err;
+      }
+    }
+    return 'conflict';
+  }
+
+  /**
    * Sets blockOwnerDeletion=false on all of the object's owner references
    * (breaks foreground cycles): one JSON merge patch guarded by the
    * resourceVersion the decision was made on. A conflict is handed back, not

@@ -1,5 +1,9 @@
-// The ownership graph: one node per object (keyed by UID), edges owner →
-// dependent. Only the propagator writes it; workers read snapshots.
+// The ownership graph: every observed object (keyed by UID), edges owner →
+// dependent. Objects in some ownership relation are graphology nodes; the
+// others (about half of a real cluster: ConfigMaps, Secrets, Services, ...)
+// are small records beside graphology, which readers see as nodes with no
+// owners and no dependents. Only the propagator writes it; workers read
+// snapshots.
 import { DirectedGraph } from 'graphology';
 import { parseApiVersion, type OwnerReference } from '../api/resources.ts';
 
@@ -119,14 +123,75 @@ export function refNamesOwner(
   );
 }
 
-export class OwnershipGraph {
-  readonly g = new DirectedGraph<NodeAttributes, EdgeAttributes>({ allowSelfLoops: true });
+/**
+ * An observed object that takes no part in ownership: no owner references,
+ * no dependents, no orphan or foregroundDeletion finalizer, no
+ * deletionTimestamp. It is still remembered (not forgotten): a dependent
+ * that names it later must find an observed owner, not create a virtual one
+ * that costs a live read. A graphology node with its attributes costs about
+ * four times this record.
+ */
+export class StandaloneObject {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  resourceVersion: string;
+  constructor(
+    apiVersion: string,
+    kind: string,
+    namespace: string,
+    name: string,
+    resourceVersion: string,
+  ) {
+    this.apiVersion = apiVersion;
+    this.kind = kind;
+    this.namespace = namespace;
+    this.name = name;
+    this.resourceVersion = resourceVersion;
+  }
+}
 
+/** What a standalone object looks like to readers: a node with no owners and no dependents. */
+function standaloneAttributes(uid: string, s: StandaloneObject): NodeAttributes {
+  // Frozen: a reader writing to it would otherwise change nothing, silently.
+  return Object.freeze({
+    apiVersion: s.apiVersion,
+    kind: s.kind,
+    namespace: s.namespace,
+    name: s.name,
+    uid,
+    virtual: false,
+    beingDeleted: false,
+    deletingDependents: false,
+    hasOrphanFinalizer: false,
+    hasForegroundFinalizer: false,
+    resourceVersion: s.resourceVersion,
+    ownerReferences: NO_OWNER_REFERENCES,
+  });
+}
+
+export class OwnershipGraph {
+  /** The ownership DAG: objects with owners or dependents (or a GC finalizer, or being deleted). */
+  readonly g = new DirectedGraph<NodeAttributes, EdgeAttributes>({ allowSelfLoops: true });
+  /** Observed objects outside `g`; a UID is never in both. */
+  private readonly standalone = new Map<string, StandaloneObject>();
+
+  /** Whether the object is known (a graphology node or a standalone object). */
   has(uid: string): boolean {
-    return this.g.hasNode(uid);
+    return this.g.hasNode(uid) || this.standalone.has(uid);
   }
 
+  /** The object as readers see it; for a standalone object, a frozen copy. */
   get(uid: string): NodeAttributes | undefined {
+    const a = this.nodes.get(uid)?.attributes;
+    if (a) return a;
+    const s = this.standalone.get(uid);
+    return s && standaloneAttributes(uid, s);
+  }
+
+  /** The graphology node's own attributes (the propagator writes to them); undefined for standalone objects. */
+  node(uid: string): NodeAttributes | undefined {
     // One Map lookup instead of hasNode + getNodeAttributes (two): this is the
     // propagator's hottest call. graphology keeps node data in `_nodes`.
     return this.nodes.get(uid)?.attributes;
@@ -136,8 +201,47 @@ export class OwnershipGraph {
     this.g as unknown as { _nodes: Map<string, { attributes: NodeAttributes }> }
   )._nodes;
 
+  standaloneObject(uid: string): StandaloneObject | undefined {
+    return this.standalone.get(uid);
+  }
+
+  /** `uid` must not be a graphology node. */
+  addStandalone(uid: string, s: StandaloneObject): void {
+    this.standalone.set(uid, s);
+  }
+
+  dropStandalone(uid: string): void {
+    this.standalone.delete(uid);
+  }
+
+  /** Every known object: graphology nodes and standalone objects. */
   get order(): number {
-    return this.g.order;
+    return this.g.order + this.standalone.size;
+  }
+
+  get standaloneCount(): number {
+    return this.standalone.size;
+  }
+
+  /** Every known object's UID: graphology nodes first, then standalone objects. */
+  *uids(): Generator<string, void, undefined> {
+    yield* this.nodes.keys();
+    yield* this.standalone.keys();
+  }
+
+  /** graphology's someInNeighbor; false for a standalone or unknown object (it has no owners). */
+  someOwner(uid: string, fn: (owner: string) => boolean): boolean {
+    return this.g.hasNode(uid) && this.g.someInNeighbor(uid, fn);
+  }
+
+  /** graphology's someOutNeighbor; false for a standalone or unknown object (it has no dependents). */
+  someDependent(uid: string, fn: (dependent: string) => boolean): boolean {
+    return this.g.hasNode(uid) && this.g.someOutNeighbor(uid, fn);
+  }
+
+  /** Each edge from an owner to `dependent`; none for a standalone or unknown object. */
+  forEachOwnerEdge(dependent: string, fn: (owner: string, e: EdgeAttributes) => void): void {
+    if (this.g.hasNode(dependent)) this.g.forEachInEdge(dependent, (_e, e, owner) => fn(owner, e));
   }
 
   countVirtual(): number {
@@ -148,7 +252,7 @@ export class OwnershipGraph {
     return n;
   }
 
-  /** Stores `attrs` itself: the propagator keeps writing to the object it added. */
+  /** Stores `attrs` itself: the propagator keeps writing to the object it added. `uid` must not be standalone. */
   addNode(attrs: NodeAttributes): void {
     this.g.addNode(attrs.uid, attrs);
   }
@@ -199,14 +303,15 @@ export class OwnershipGraph {
     const a = this.get(uid);
     if (!a) return undefined;
     const dependents: DependentSnapshot[] = [];
-    this.g.forEachOutEdge(uid, (_e, attrs, _s, target, _sa, targetAttrs) => {
-      dependents.push({
-        uid: target,
-        blockOwnerDeletion: attrs.blockOwnerDeletion,
-        deletingDependents: targetAttrs.deletingDependents,
-        beingDeleted: targetAttrs.beingDeleted,
+    if (this.g.hasNode(uid))
+      this.g.forEachOutEdge(uid, (_e, attrs, _s, target, _sa, targetAttrs) => {
+        dependents.push({
+          uid: target,
+          blockOwnerDeletion: attrs.blockOwnerDeletion,
+          deletingDependents: targetAttrs.deletingDependents,
+          beingDeleted: targetAttrs.beingDeleted,
+        });
       });
-    });
     return {
       apiVersion: a.apiVersion,
       kind: a.kind,

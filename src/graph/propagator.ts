@@ -18,6 +18,7 @@ import {
   NO_OWNER_REFERENCES,
   refNamesOwner,
   sameCoordinates,
+  StandaloneObject,
   type Identity,
   type NodeAttributes,
   type OwnershipGraph,
@@ -292,12 +293,41 @@ export class Propagator {
     const namespace = meta.namespace === undefined ? '' : this.interned.get(meta.namespace);
     const finalizers = meta.finalizers;
     const refs = meta.ownerReferences ?? NO_OWNER_REFERENCES;
-    let node = this.graph.get(uid);
+    const inNoRelation =
+      refs.length === 0 &&
+      meta.deletionTimestamp === undefined &&
+      (finalizers === undefined ||
+        (!finalizers.includes(ORPHAN_FINALIZER) && !finalizers.includes(FOREGROUND_FINALIZER)));
+    // A UID is a standalone object or a graphology node, never both: look
+    // first where this event's object most likely is.
+    if (inNoRelation) {
+      const alone = this.graph.standaloneObject(uid);
+      if (alone) {
+        alone.apiVersion = apiVersion;
+        alone.kind = kind;
+        alone.namespace = namespace;
+        if (alone.name !== meta.name) alone.name = meta.name;
+        alone.resourceVersion = meta.resourceVersion ?? '';
+        return;
+      }
+    }
+    let node = this.graph.node(uid);
     // Deletion state before this event, for "deletion starts with a finalizer".
     let wasBeingDeleted = false;
     let hadOrphanFinalizer = false;
     let hadForegroundFinalizer = false;
     if (!node) {
+      if (inNoRelation) {
+        this.graph.addStandalone(
+          uid,
+          new StandaloneObject(apiVersion, kind, namespace, meta.name, meta.resourceVersion ?? ''),
+        );
+        return;
+      }
+      // A standalone object that gained owner references, a GC finalizer or
+      // a deletionTimestamp: a node from now on. It had none of them, so its
+      // earlier deletion state is "not being deleted, no finalizer".
+      this.graph.dropStandalone(uid);
       node = newNode(apiVersion, kind, namespace, meta.name, uid, false);
       this.graph.addNode(node);
       if (refs.length > 0) node.ownerReferences = this.addOwnerEdges(node, refs, true);
@@ -321,7 +351,10 @@ export class Propagator {
     // Foreground deletion is over once the finalizer is gone (the object may
     // linger for other finalizers); a repeated Foreground DELETE starts it again.
     if (!node.beingDeleted || !node.hasForegroundFinalizer) node.deletingDependents = false;
-    if (!node.beingDeleted) return;
+    if (!node.beingDeleted) {
+      this.demoteIfInNoRelation(node);
+      return;
+    }
     if (node.hasOrphanFinalizer && (!wasBeingDeleted || !hadOrphanFinalizer))
       this.sinks.attemptToOrphan(uid);
     if (node.hasForegroundFinalizer && (!wasBeingDeleted || !hadForegroundFinalizer)) {
@@ -345,7 +378,7 @@ export class Propagator {
   ): void {
     const observed: Identity = { apiVersion, kind, namespace, name, uid: node.uid };
     for (const dep of this.graph.dependents(node.uid)) {
-      const depAttrs = this.graph.get(dep);
+      const depAttrs = this.graph.node(dep);
       const ref = depAttrs?.ownerReferences.find((r) => r.uid === node.uid);
       if (!depAttrs || !ref) continue;
       const claimedNamespace = namespace === '' ? '' : depAttrs.namespace;
@@ -392,7 +425,7 @@ export class Propagator {
   ): OwnerReference {
     const uid = dependent.uid;
     const namespace = dependent.namespace;
-    let owner = this.graph.get(ref.uid);
+    let owner = this.graph.node(ref.uid) ?? this.promoteStandalone(ref.uid);
     let stored: OwnerReference;
     if (!owner) {
       stored = this.storedReference(ref, undefined);
@@ -432,7 +465,7 @@ export class Propagator {
         this.graph.dropEdge(old.uid, uid);
         // The owner may be waiting for this dependent (foreground deletion).
         if (old.blockOwnerDeletion) this.sinks.attemptToDelete(old.uid);
-        this.dropVirtualIfUnreferenced(old.uid);
+        this.settleOwner(old.uid);
       } else if (old.blockOwnerDeletion && !now.blockOwnerDeletion) {
         this.sinks.attemptToDelete(old.uid);
       }
@@ -451,10 +484,12 @@ export class Propagator {
         if (a) stored.push(a);
         continue;
       }
-      stored.push(sameReference(kept, r) ? kept : this.storedReference(r, this.graph.get(r.uid)));
       // An unchanged reference may name an owner whose node is gone (deleted:
-      // its dependents were queued then); there is no edge to update.
-      if (this.graph.has(r.uid)) {
+      // its dependents were queued then); there is no edge to update. An
+      // owner observed again since then may be standalone: it has a dependent.
+      const owner = this.graph.node(r.uid) ?? this.promoteStandalone(r.uid);
+      stored.push(sameReference(kept, r) ? kept : this.storedReference(r, owner));
+      if (owner) {
         this.graph.setEdge(
           r.uid,
           uid,
@@ -465,17 +500,66 @@ export class Propagator {
     return stored;
   }
 
-  /** A virtual node nobody references any more carries no information. */
-  private dropVirtualIfUnreferenced(uid: string): void {
-    const n = this.graph.get(uid);
-    if (n?.virtual && !this.graph.hasDependents(uid)) this.graph.dropNode(uid);
+  /**
+   * An owner just lost a dependent. A virtual node nobody references any
+   * more carries no information; an observed one left in no relation becomes
+   * a standalone object.
+   */
+  private settleOwner(uid: string): void {
+    const n = this.graph.node(uid);
+    if (!n || this.graph.hasDependents(uid)) return;
+    if (n.virtual) this.graph.dropNode(uid);
+    else this.demoteIfInNoRelation(n);
+  }
+
+  /**
+   * An observed node with no edges, no deletionTimestamp and no GC finalizer
+   * becomes a standalone object: everything a reader or a later promotion
+   * needs (identity, resourceVersion) moves with it.
+   */
+  private demoteIfInNoRelation(node: NodeAttributes): void {
+    if (
+      node.virtual ||
+      node.beingDeleted ||
+      node.hasOrphanFinalizer ||
+      node.hasForegroundFinalizer ||
+      node.ownerReferences.length > 0 ||
+      this.graph.g.degree(node.uid) > 0
+    )
+      return;
+    this.graph.dropNode(node.uid);
+    this.graph.addStandalone(
+      node.uid,
+      new StandaloneObject(
+        node.apiVersion,
+        node.kind,
+        node.namespace,
+        node.name,
+        node.resourceVersion,
+      ),
+    );
+  }
+
+  /**
+   * A dependent names a standalone object: it becomes an observed node, as
+   * if it had always been one (it has no owners and, so far, no dependents).
+   */
+  private promoteStandalone(uid: string): NodeAttributes | undefined {
+    const s = this.graph.standaloneObject(uid);
+    if (!s) return undefined;
+    this.graph.dropStandalone(uid);
+    const node = newNode(s.apiVersion, s.kind, s.namespace, s.name, uid, false);
+    node.resourceVersion = s.resourceVersion;
+    this.graph.addNode(node);
+    return node;
   }
 
   /** An informer saw the object go (or a re-list no longer has it). */
   private removeObserved(uid: string): void {
-    const node = this.graph.get(uid);
-    if (!node) return;
-    this.removeNode(node);
+    const node = this.graph.node(uid);
+    if (node) this.removeNode(node);
+    // In no relation: nothing depends on it and nothing is queued for it.
+    else this.graph.dropStandalone(uid);
   }
 
   private removeNode(node: NodeAttributes): void {
@@ -487,21 +571,28 @@ export class Propagator {
     }
     for (const o of owners) {
       // An owner in foreground deletion may have been waiting for this one.
-      if (this.graph.get(o)?.deletingDependents) this.sinks.attemptToDelete(o);
+      if (this.graph.node(o)?.deletingDependents) this.sinks.attemptToDelete(o);
     }
     this.graph.dropNode(node.uid);
-    for (const o of owners) this.dropVirtualIfUnreferenced(o);
+    for (const o of owners) this.settleOwner(o);
   }
 
   /** A worker verified `identity` does not exist (upstream: a virtual delete event). */
   private virtualDelete(identity: Identity): void {
-    const node = this.graph.get(identity.uid);
-    if (!node) return;
+    const node = this.graph.node(identity.uid);
+    if (!node) {
+      // Observed, in no relation: as for an observed node, only the exact
+      // identity verified absent removes it (it has no dependents to queue).
+      const s = this.graph.standaloneObject(identity.uid);
+      if (s && identityKey({ ...s, uid: identity.uid }) === identityKey(identity))
+        this.graph.dropStandalone(identity.uid);
+      return;
+    }
     const verifiedKey = identityKey(identity);
     const matching: string[] = [];
     const nonMatching: { uid: string; ref: OwnerReference; namespace: string }[] = [];
     for (const dep of this.graph.dependents(identity.uid)) {
-      const d = this.graph.get(dep);
+      const d = this.graph.node(dep);
       const ref = d?.ownerReferences.find((r) => r.uid === identity.uid);
       if (!d || !ref) continue;
       if (refMatches(ref, identity, d.namespace)) matching.push(dep);

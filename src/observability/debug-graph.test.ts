@@ -4,6 +4,7 @@ import {
   edgeAttributes,
   NO_OWNER_REFERENCES,
   OwnershipGraph,
+  StandaloneObject,
   type NodeAttributes,
 } from '../graph/graph.ts';
 import { debugGraphHandler, type DebugGraphJson } from './debug-graph.ts';
@@ -508,5 +509,60 @@ describe('/debug/graph on 25,000 objects', () => {
       ]),
     );
     expect(call.maxWritableLength).toBeLessThan(512 * 1024);
+  });
+});
+
+describe('/debug/graph with objects in no ownership relation (outside graphology)', () => {
+  const graph = new OwnershipGraph();
+  graph.addNode(attrs('o'));
+  graph.addNode(attrs('d'));
+  graph.addEdge('o', 'd', edgeAttributes(true, true));
+  graph.addStandalone('s', new StandaloneObject('v1', 'Secret', 'ns', 'alone', '7'));
+
+  let s: Served;
+  beforeAll(async () => {
+    s = await serve(graph);
+  });
+  afterAll(() => s.close());
+
+  const alone = {
+    uid: 's',
+    apiVersion: 'v1',
+    kind: 'Secret',
+    namespace: 'ns',
+    name: 'alone',
+    virtual: false,
+    beingDeleted: false,
+    deletingDependents: false,
+  };
+
+  test('the whole graph lists them after the graphology nodes, with no edges', async () => {
+    const v = JSON.parse((await get(`${s.url}?format=json`)).body) as JsonView;
+    expect(v.nodes.map((n) => n.uid)).toEqual(['o', 'd', 's']);
+    expect(v.nodes[2]).toEqual(alone);
+    expect(v.edges).toEqual([
+      { owner: 'o', dependent: 'd', controller: true, blockOwnerDeletion: true },
+    ]);
+    const uids: string[] = [];
+    let token: string | undefined;
+    do {
+      const a = await get(
+        `${s.url}?format=json&limit=2${token ? `&continue=${encodeURIComponent(token)}` : ''}`,
+      );
+      const page = JSON.parse(a.body) as JsonView;
+      uids.push(...page.nodes.map((n) => n.uid));
+      token = page.continue;
+    } while (token);
+    expect(uids).toEqual(['o', 'd', 's']);
+  });
+
+  test('the neighbourhood of one is that object alone (not a 404)', async () => {
+    const a = await get(`${s.url}?format=json&uid=s`);
+    expect(a.status).toBe(200);
+    expect(JSON.parse(a.body)).toEqual({ nodes: [alone], edges: [] });
+    const dot = await get(`${s.url}?uid=s`);
+    expect(dot.body).toBe(
+      'digraph full {\n  "s" [label="uid=s\nnamespace=ns\nSecret.v1/alone"];\n}\n',
+    );
   });
 });

@@ -21,7 +21,8 @@
 //   continue=TOKEN   whole graph only: the next page, from a previous answer's
 //                    "continue" (JSON) or `// continue=TOKEN` line (DOT)
 //
-// Pages follow graphology's node iteration order; each carries its nodes and
+// Pages follow OwnershipGraph.uids() (graphology's nodes, then the objects in
+// no ownership relation, which have no edges); each carries its nodes and
 // the edges whose dependent is one of them, so on a graph that does not change,
 // the pages partition its nodes and edges. Pages are a VIEW, NOT A SNAPSHOT:
 // the graph keeps changing between pages and while one is streamed; the
@@ -145,9 +146,9 @@ function* neighbourhood(
     for (let head = 0; head < queue.length && !truncated; head++) {
       if (head % STEP === STEP - 1) yield '';
       const u = queue[head] as string;
-      if (!graph.has(u)) continue; // removed while we yielded
-      if (up) graph.g.someInNeighbor(u, visit);
-      else graph.g.someOutNeighbor(u, visit);
+      // A node removed while we yielded has no neighbours any more.
+      if (up) graph.someOwner(u, visit);
+      else graph.someDependent(u, visit);
     }
   }
   return { include, truncated };
@@ -170,7 +171,7 @@ function* render(graph: OwnershipGraph, q: Query): Generator<string, void, undef
   let tail = '';
 
   if (q.uid === undefined) {
-    const it = graph.g.nodeEntries();
+    const it = graph.uids();
     let done = false;
     // Skip the earlier pages by iterating (no array of the graph's keys).
     for (let i = 0; i < q.offset; i++) {
@@ -192,7 +193,7 @@ function* render(graph: OwnershipGraph, q: Query): Generator<string, void, undef
         break;
       }
       taken++;
-      const uid = step.value.node;
+      const uid = step.value;
       // Map iterators survive mutation; the entry is current when next()
       // returns it, but re-read so a node dropped and re-added is never stale.
       const a = graph.get(uid);
@@ -232,16 +233,14 @@ function* render(graph: OwnershipGraph, q: Query): Generator<string, void, undef
   sep = '';
   let count = 0;
   for (const dependent of page) {
-    if (graph.has(dependent)) {
-      // In-edges: a node has few owners (its ownerReferences), however many dependents.
-      graph.g.forEachInEdge(dependent, (_e, e, owner) => {
-        if (include && !include.has(owner)) return;
-        buf += json
-          ? `${sep}{"owner":${str(owner)},"dependent":${str(dependent)},"controller":${bool(e.controller)},"blockOwnerDeletion":${bool(e.blockOwnerDeletion)}}`
-          : `  ${quote(dependent)} -> ${quote(owner)}${e.blockOwnerDeletion ? ' [style=bold]' : ''};\n`;
-        sep = ',';
-      });
-    }
+    // In-edges: a node has few owners (its ownerReferences), however many dependents.
+    graph.forEachOwnerEdge(dependent, (owner, e) => {
+      if (include && !include.has(owner)) return;
+      buf += json
+        ? `${sep}{"owner":${str(owner)},"dependent":${str(dependent)},"controller":${bool(e.controller)},"blockOwnerDeletion":${bool(e.blockOwnerDeletion)}}`
+        : `  ${quote(dependent)} -> ${quote(owner)}${e.blockOwnerDeletion ? ' [style=bold]' : ''};\n`;
+      sep = ',';
+    });
     if (buf.length >= CHUNK) {
       yield buf;
       buf = '';

@@ -189,6 +189,38 @@ test('an exception thrown by a watch line handler rejects the stream instead of 
   );
 });
 
+test('a watch aborted from its last line (an ERROR that ends the stream) resolves, and nothing escapes as an uncaught exception', async () => {
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown): void => void uncaught.push(err);
+  process.on('uncaughtException', onUncaught);
+  try {
+    await withServer(
+      true,
+      async (client) => {
+        for (let i = 0; i < 3; i++) {
+          const abort = new AbortController();
+          const lines: string[] = [];
+          await client.stream(
+            '/api/v1/configmaps',
+            { query: { watch: true }, signal: abort.signal },
+            () => undefined,
+            (line) => {
+              lines.push(line);
+              abort.abort();
+            },
+          );
+          expect(lines).toEqual(['{"type":"ERROR","object":{"code":410}}']);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      },
+      () => ({ status: 200, body: '{"type":"ERROR","object":{"code":410}}\n' }),
+    );
+    expect(uncaught).toEqual([]);
+  } finally {
+    process.off('uncaughtException', onUncaught);
+  }
+});
+
 describe('isObjectNotFound', () => {
   const notFound = (body: unknown): ApiError =>
     new ApiError('GET', '/apis/g/v2/namespaces/n/things/a', 404, JSON.stringify(body));

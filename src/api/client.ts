@@ -346,13 +346,47 @@ export class KubeClient {
     onLine: (line: string) => void,
   ): Promise<void> {
     await this.bucket.take();
+    if (o.signal?.aborted) return;
+    // The caller's signal does not go to the request itself: aborted after the
+    // last byte has arrived (an ERROR line that ends the stream), node's
+    // request would destroy a socket already back in the keep-alive pool, and
+    // that error escapes as an uncaught exception. Until the answer comes,
+    // the abort cancels the request; after, it destroys the response, which
+    // leaves a complete one's socket alone.
+    const beforeAnswer = new AbortController();
+    let res: http.IncomingMessage | undefined;
+    const onAbort = (): void => {
+      if (res) res.destroy();
+      else beforeAnswer.abort();
+    };
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await this.streamAnswer(path, o, beforeAnswer.signal, onOpen, onLine, (r) => (res = r));
+    } finally {
+      o.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private async streamAnswer(
+    path: string,
+    o: RequestOptions,
+    signal: AbortSignal,
+    onOpen: () => void,
+    onLine: (line: string) => void,
+    answered: (res: http.IncomingMessage) => void,
+  ): Promise<void> {
     let res: http.IncomingMessage;
     try {
-      res = await this.send('GET', path, o, this.watchAgent);
+      res = await this.send('GET', path, { ...o, signal }, this.watchAgent);
     } catch (err) {
       if (o.signal?.aborted) return;
       this.opts.onRequest?.('WATCH', 0);
       throw new ApiError('WATCH', path, 0, (err as Error).message);
+    }
+    answered(res);
+    if (o.signal?.aborted) {
+      res.destroy();
+      return;
     }
     const status = res.statusCode ?? 0;
     this.opts.onRequest?.('WATCH', status);
@@ -389,6 +423,10 @@ export class KubeClient {
       res.on('error', (err) => (o.signal?.aborted ? resolve() : reject(err)));
       res.on('aborted', () =>
         o.signal?.aborted ? resolve() : reject(new Error('watch stream aborted')),
+      );
+      // Destroyed on abort before its 'end': only 'close' follows (a no-op after 'end').
+      res.on('close', () =>
+        o.signal?.aborted ? resolve() : reject(new Error('watch stream closed')),
       );
     });
   }

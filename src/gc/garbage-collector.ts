@@ -203,6 +203,18 @@ export class GarbageCollector {
     this.discoveryTimer.unref();
 
     const synced = Promise.all([...this.informers.values()].map((i) => i.waitForSync()));
+    // Registered before the race below, so that on time it is logged before
+    // the graph settles; late, it still marks when the last list came in.
+    const listed = synced.then(() => {
+      let objects = 0;
+      for (const k of this.known.values()) objects += k.uids.size;
+      this.log.info('informers listed', {
+        resources: this.informers.size,
+        objects,
+        // performance.now() counts from the start of the process.
+        sinceStartMs: Math.round(performance.now()),
+      });
+    });
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((r) => {
       timer = setTimeout(() => r(true), this.opts.initialSyncTimeoutMs);
@@ -217,7 +229,7 @@ export class GarbageCollector {
         'starting before every informer synced; decisions use live reads, so this is safe',
         { unsynced },
       );
-    }
+    } else await listed;
     await this.propagator.onIdle();
     this.synced = true;
   }

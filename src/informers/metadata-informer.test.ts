@@ -6,6 +6,7 @@ import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
 import { createLogger } from '../log.ts';
 import {
   compareResourceVersions,
+  INITIAL_EVENTS_END,
   MetadataInformer,
   trimMeta,
   type InformerEvent,
@@ -136,7 +137,7 @@ describe('MetadataInformer watch', () => {
         if (events.length === 2) twoEvents();
       },
       log,
-      { onMalformedWatchEvent: (gr) => malformed.push(gr) },
+      { watchList: false, onMalformedWatchEvent: (gr) => malformed.push(gr) },
     );
     let deadline: NodeJS.Timeout | undefined;
     try {
@@ -212,6 +213,7 @@ describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an
       configmaps,
       (e) => void events.push(e),
       createLogger('error'),
+      { watchList: false },
     );
     const within = async (what: string, check: () => boolean): Promise<void> => {
       const deadline = Date.now() + 5000;
@@ -268,7 +270,7 @@ describe('MetadataInformer refused by RBAC', () => {
       configmaps,
       () => undefined,
       createLogger('error', () => undefined),
-      { maxBackoffMs: 50 },
+      { maxBackoffMs: 50, watchList: false },
     );
     const until = async (what: string, check: () => boolean): Promise<void> => {
       const deadline = Date.now() + 10_000;
@@ -292,6 +294,391 @@ describe('MetadataInformer refused by RBAC', () => {
       client.close();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------
+// Listing: the watch-list (initial events ended by a bookmark) and the
+// paginated LIST it falls back to.
+
+const event = (type: string, uid: string, rv: string): string =>
+  `${JSON.stringify({ type, object: { metadata: { uid, name: uid, namespace: 'ns', resourceVersion: rv } } })}\n`;
+const bookmark = (rv: string, end = false): string =>
+  `${JSON.stringify({
+    type: 'BOOKMARK',
+    object: {
+      metadata: {
+        resourceVersion: rv,
+        ...(end ? { annotations: { [INITIAL_EVENTS_END]: 'true' } } : {}),
+      },
+    },
+  })}\n`;
+const isWatchList = (q: URLSearchParams): boolean => q.get('sendInitialEvents') === 'true';
+
+/** A stand-in API server whose every request (its query and response) the test answers. */
+async function fakeApi(
+  answer: (q: URLSearchParams, res: http.ServerResponse, n: number) => void,
+): Promise<{ client: KubeClient; requests: URLSearchParams[]; close(): Promise<void> }> {
+  const requests: URLSearchParams[] = [];
+  const server = http.createServer((req, res) => {
+    const q = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams;
+    requests.push(q);
+    answer(q, res, requests.length);
+  });
+  const client = await listenAndConnect(server);
+  return {
+    client,
+    requests,
+    close: async () => {
+      client.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+const openStream = (res: http.ServerResponse): void => {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.flushHeaders();
+};
+
+async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const summary = (events: InformerEvent[]): string[] => events.map((e) => `${e.type} ${e.meta.uid}`);
+
+describe('MetadataInformer watch-list', () => {
+  test('objects arrive as initial events; only the initial-events-end bookmark ends the sync, and the same stream goes on as the watch', async () => {
+    let stream: http.ServerResponse | undefined;
+    const api = await fakeApi((q, res) => {
+      openStream(res);
+      stream = res;
+    });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error'),
+    );
+    let synced = false;
+    void informer.waitForSync().then(() => (synced = true));
+    try {
+      informer.start();
+      await until('the watch-list request', () => stream !== undefined);
+      const q = api.requests[0];
+      expect(q?.get('sendInitialEvents')).toBe('true');
+      expect(q?.get('watch')).toBe('true');
+      expect(q?.get('resourceVersionMatch')).toBe('NotOlderThan');
+      expect(q?.get('allowWatchBookmarks')).toBe('true');
+      expect(q?.get('resourceVersion')).toBeNull();
+      // Key order, not resourceVersion order; a plain bookmark in between ends nothing.
+      stream?.write(event('ADDED', 'b', '9') + event('ADDED', 'a', '7') + bookmark('12'));
+      await until('two upserts', () => events.length === 2);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(synced).toBe(false);
+      expect(informer.synced).toBe(false);
+      expect(informer.caughtUp('1', Date.now() + 60_000)).toBe(false);
+      stream?.write(bookmark('20', true));
+      await informer.waitForSync();
+      expect(informer.caughtUp('20')).toBe(true);
+      expect(informer.caughtUp('21')).toBe(false);
+      stream?.write(event('MODIFIED', 'a', '21') + event('DELETED', 'b', '22'));
+      await until('the live events', () => events.length === 4);
+      expect(summary(events)).toEqual(['upsert b', 'upsert a', 'upsert a', 'delete b']);
+      expect(informer.caughtUp('22')).toBe(true);
+      expect(api.requests).toHaveLength(1);
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test.each([
+    ['watch-list', true],
+    ['paginated LIST', false],
+  ])(
+    '%s: listing again after 410 Gone reports what vanished meanwhile, and only that',
+    async (_mode, watchList) => {
+      const answers: ((res: http.ServerResponse) => void)[] = watchList
+        ? [
+            (res) => {
+              openStream(res);
+              res.write(event('ADDED', 'a', '5') + event('ADDED', 'b', '6') + bookmark('10', true));
+              res.end(
+                `${JSON.stringify({ type: 'ERROR', object: { code: 410, message: 'too old' } })}\n`,
+              );
+            },
+            (res) => {
+              openStream(res);
+              res.write(
+                event('ADDED', 'b', '6') + event('ADDED', 'c', '25') + bookmark('30', true),
+              );
+            },
+          ]
+        : [
+            (res) =>
+              res.end(
+                JSON.stringify({
+                  metadata: { resourceVersion: '10' },
+                  items: [
+                    { metadata: { uid: 'a', name: 'a' } },
+                    { metadata: { uid: 'b', name: 'b' } },
+                  ],
+                }),
+              ),
+            (res) => {
+              openStream(res);
+              res.end(
+                `${JSON.stringify({ type: 'ERROR', object: { code: 410, message: 'too old' } })}\n`,
+              );
+            },
+            (res) =>
+              res.end(
+                JSON.stringify({
+                  metadata: { resourceVersion: '30' },
+                  items: [
+                    { metadata: { uid: 'b', name: 'b' } },
+                    { metadata: { uid: 'c', name: 'c' } },
+                  ],
+                }),
+              ),
+            openStream,
+          ];
+      const api = await fakeApi((_q, res, n) => {
+        const a = answers[n - 1];
+        if (a) a(res);
+        else openStream(res);
+      });
+      const events: InformerEvent[] = [];
+      const informer = new MetadataInformer(
+        api.client,
+        configmaps,
+        (e) => void events.push(e),
+        createLogger('error'),
+        { watchList },
+      );
+      try {
+        informer.start();
+        await until('the second list', () => events.some((e) => e.meta.uid === 'c'));
+        expect(summary(events)).toEqual([
+          'upsert a',
+          'upsert b',
+          'upsert b',
+          'upsert c',
+          'delete a',
+        ]);
+        await until('watching from the second list', () => informer.caughtUp('30'));
+        expect(informer.caughtUp('31')).toBe(false);
+        // The second list starts from scratch: no resourceVersion, nor the first one's.
+        const relist = api.requests[watchList ? 1 : 2];
+        expect(relist?.get('resourceVersion')).toBeNull();
+        if (!watchList) expect(api.requests[3]?.get('resourceVersion')).toBe('30');
+      } finally {
+        await informer.stop();
+        await api.close();
+      }
+    },
+  );
+
+  test('a stream broken before its initial-events-end bookmark is listed again in full; nothing it had not finished is taken for deleted', async () => {
+    const api = await fakeApi((_q, res, n) => {
+      openStream(res);
+      if (n === 1) {
+        res.write(event('ADDED', 'a', '5') + bookmark('10', true));
+        // The watch breaks (410); the next watch-list breaks half-way.
+        res.end(`${JSON.stringify({ type: 'ERROR', object: { code: 410 } })}\n`);
+      } else if (n === 2) {
+        res.write(event('ADDED', 'b', '12'));
+        setTimeout(() => res.destroy(), 50);
+      } else res.write(event('ADDED', 'b', '12') + event('ADDED', 'a', '5') + bookmark('40', true));
+    });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error', () => undefined),
+      { maxBackoffMs: 20 },
+    );
+    try {
+      informer.start();
+      await until('the third watch-list', () => informer.caughtUp('40'));
+      expect(summary(events)).toEqual(['upsert a', 'upsert b', 'upsert b', 'upsert a']);
+      expect(api.requests.map((q) => [isWatchList(q), q.get('resourceVersion')])).toEqual([
+        [true, null],
+        [true, null],
+        [true, null],
+      ]);
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test('refused by the server (422: the WatchList gate off, an older server), it lists with pages from then on', async () => {
+    const api = await fakeApi((q, res) => {
+      if (isWatchList(q)) {
+        res.writeHead(422, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            kind: 'Status',
+            code: 422,
+            reason: 'Invalid',
+            message:
+              'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+          }),
+        );
+      } else if (q.get('watch') === 'true') {
+        openStream(res);
+        if (q.get('resourceVersion') === '10')
+          res.end(`${JSON.stringify({ type: 'ERROR', object: { code: 410 } })}\n`);
+      } else
+        res.end(
+          JSON.stringify({
+            metadata: {
+              resourceVersion: q.get('continue') ? '10' : '10',
+              continue: q.get('continue') ? '' : 'p2',
+            },
+            items: [{ metadata: { uid: q.get('continue') ? 'b' : 'a', name: 'x' } }],
+          }),
+        );
+    });
+    const logged: { msg: string; reason?: string }[] = [];
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('info', (l) => void logged.push(JSON.parse(l))),
+      { pageSize: 1 },
+    );
+    try {
+      informer.start();
+      await informer.waitForSync();
+      // 410 on the watch from 10: listed again, with pages again (no second watch-list).
+      await until(
+        'the second LIST',
+        () => api.requests.filter((q) => q.get('watch') !== 'true').length >= 4,
+      );
+      const kinds = api.requests.map((q) =>
+        isWatchList(q) ? 'watch-list' : q.get('watch') === 'true' ? 'watch' : 'list',
+      );
+      expect(kinds.slice(0, 6)).toEqual(['watch-list', 'list', 'list', 'watch', 'list', 'list']);
+      expect(summary(events).slice(0, 2)).toEqual(['upsert a', 'upsert b']);
+      expect(events.filter((e) => e.type === 'delete')).toEqual([]);
+      expect(logged).toContainEqual(
+        expect.objectContaining({
+          msg: 'watch-list not served; listing with pages instead',
+          reason: expect.stringContaining('422'),
+        }),
+      );
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test('a server that ignores sendInitialEvents (no initial-events-end bookmark ever) is given up after watchListQuietMs for the paginated LIST', async () => {
+    const api = await fakeApi((q, res) => {
+      if (q.get('watch') === 'true') {
+        openStream(res);
+        if (isWatchList(q)) res.write(event('ADDED', 'a', '5') + bookmark('6'));
+      } else
+        res.end(
+          JSON.stringify({
+            metadata: { resourceVersion: '10' },
+            items: [{ metadata: { uid: 'a', name: 'a' } }, { metadata: { uid: 'b', name: 'b' } }],
+          }),
+        );
+    });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error'),
+      { watchListQuietMs: 100 },
+    );
+    try {
+      informer.start();
+      await informer.waitForSync();
+      expect(summary(events)).toEqual(['upsert a', 'upsert a', 'upsert b']);
+      await until('the watch from the LIST', () => informer.caughtUp('10'));
+      expect(api.requests.map((q) => q.get('resourceVersion'))).toEqual([null, null, '10']);
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test('403 on the watch-list counts as forbidden at once; allowed again, it syncs', async () => {
+    let allowed = false;
+    const api = await fakeApi((_q, res) => {
+      if (!allowed) {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ kind: 'Status', reason: 'Forbidden', message: 'forbidden' }));
+        return;
+      }
+      openStream(res);
+      res.write(bookmark('10', true));
+    });
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      () => undefined,
+      createLogger('error', () => undefined),
+      { maxBackoffMs: 50 },
+    );
+    try {
+      informer.start();
+      await until('the 403 to be seen', () => informer.failures > 0);
+      expect(informer.forbidden).toBe(true);
+      expect(informer.stalled()).toBe(true);
+      allowed = true;
+      await informer.waitForSync();
+      expect(informer.forbidden).toBe(false);
+      expect(informer.stalled()).toBe(false);
+      expect(api.requests.every(isWatchList)).toBe(true);
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test('stop() during the initial events ends the stream at once; the informer never counts as synced', async () => {
+    let stream: http.ServerResponse | undefined;
+    const api = await fakeApi((_q, res) => {
+      openStream(res);
+      res.write(event('ADDED', 'a', '5'));
+      stream = res;
+    });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error'),
+    );
+    try {
+      informer.start();
+      await until('the first event', () => events.length === 1);
+      const t = Date.now();
+      await informer.stop();
+      expect(Date.now() - t).toBeLessThan(1000);
+      stream?.write(bookmark('10', true));
+      await new Promise((r) => setTimeout(r, 50));
+      expect(informer.synced).toBe(false);
+      expect(api.requests).toHaveLength(1);
+    } finally {
+      await informer.stop();
+      await api.close();
     }
   });
 });

@@ -1,8 +1,11 @@
-// A metadata-only informer for one resource: paginated LIST, then WATCH from
-// the list's resourceVersion with bookmarks; resumes after stream ends,
-// re-LISTs on 410 Gone, reconnects with backoff on errors and restarts a
-// stream that has gone silent. It keeps no objects: only the set of UIDs it
-// has reported, so that a re-LIST can report what vanished meanwhile.
+// A metadata-only informer for one resource: a streaming watch-list (the
+// objects as initial events of a watch, ended by a bookmark, as client-go's
+// reflector does by default since 1.35), or a paginated LIST where the server
+// refuses that, then WATCH from the list's resourceVersion with bookmarks;
+// resumes after stream ends, lists again on 410 Gone, reconnects with backoff
+// on errors and restarts a stream that has gone silent. It keeps no objects:
+// only the set of UIDs it has reported, so that a re-list can report what
+// vanished meanwhile.
 import { ApiError, METADATA_ACCEPT, METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
 import {
   collectionPath,
@@ -19,6 +22,19 @@ export type InformerEvent =
 
 export interface InformerOptions {
   pageSize: number;
+  /**
+   * List with a watch-list (watch, sendInitialEvents=true): one stream
+   * instead of a page at a time, no whole page held as one string, and the
+   * same connection goes on as the watch. Off, or refused by the server, it
+   * is the paginated LIST.
+   */
+  watchList: boolean;
+  /**
+   * A watch-list whose stream stays silent this long before its
+   * initial-events-end bookmark is given up for the paginated LIST: a server
+   * that ignores sendInitialEvents would never send that bookmark.
+   */
+  watchListQuietMs: number;
   /** Server-side watch timeout range; each watch picks a random value in it (as client-go does). */
   minWatchTimeoutSec: number;
   /** A stream silent this long past its timeout is restarted. */
@@ -35,6 +51,8 @@ export interface InformerOptions {
 
 export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
   pageSize: 500,
+  watchList: true,
+  watchListQuietMs: 10_000,
   minWatchTimeoutSec: 300,
   watchdogGraceMs: 60_000,
   maxBackoffMs: 10_000,
@@ -42,6 +60,21 @@ export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
 };
 
 class GoneError extends Error {}
+
+/** The annotation on the bookmark that ends a watch-list's initial events. */
+export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
+
+/**
+ * A watch-list the server will not serve: the request is invalid to it (the
+ * WatchList gate off, a server that predates it: 400/422), or not
+ * implemented. Auth, missing resources, 410, throttling and 5xx are the
+ * ordinary failures they would be for a LIST.
+ */
+function refusesWatchList(err: unknown): boolean {
+  if (!(err instanceof ApiError)) return false;
+  const s = err.status;
+  return s === 501 || (s >= 400 && s < 500 && ![401, 403, 404, 408, 410, 429].includes(s));
+}
 
 /**
  * Orders two resourceVersions of the same etcd (both decimal revisions, as
@@ -61,6 +94,7 @@ export interface KnownObjects {
 }
 
 interface RawMeta {
+  annotations?: Record<string, string>;
   uid?: string;
   name?: string;
   namespace?: string;
@@ -97,6 +131,8 @@ export class MetadataInformer {
    */
   private readonly known: KnownObjects;
   private resourceVersion: string | undefined;
+  /** The server refused a watch-list (or never ended one): list with pages from now on. */
+  private pagedList: boolean;
   private running = false;
   private abort: AbortController | undefined;
   private loop: Promise<void> | undefined;
@@ -136,6 +172,7 @@ export class MetadataInformer {
     this.sink = sink;
     this.log = log;
     this.opts = { ...DEFAULT_INFORMER_OPTIONS, ...opts };
+    this.pagedList = !this.opts.watchList;
   }
 
   get synced(): boolean {
@@ -194,9 +231,22 @@ export class MetadataInformer {
     let backoff = 250;
     while (this.running) {
       try {
-        if (this.resourceVersion === undefined) this.resourceVersion = await this.list();
         const started = Date.now();
-        await this.watch(this.resourceVersion);
+        if (this.resourceVersion === undefined && !this.pagedList) {
+          // Lists and then goes on watching; a stream that ends before the
+          // initial-events-end bookmark leaves resourceVersion unset, so the
+          // next round lists again from scratch.
+          try {
+            await this.watch(undefined);
+          } catch (err) {
+            if (!refusesWatchList(err)) throw err;
+            this.useListPages((err as Error).message);
+            continue;
+          }
+        } else {
+          if (this.resourceVersion === undefined) this.resourceVersion = await this.list();
+          await this.watch(this.resourceVersion);
+        }
         this.failures = 0;
         // A stream that ends at once, again and again, must not become a hot loop.
         if (Date.now() - started < 1000 && this.running) {
@@ -227,6 +277,35 @@ export class MetadataInformer {
         backoff = Math.min(backoff * 2, this.opts.maxBackoffMs);
       }
     }
+  }
+
+  private useListPages(reason: string): void {
+    this.pagedList = true;
+    this.log.info('watch-list not served; listing with pages instead', {
+      resource: this.resource.resource,
+      group: this.resource.group,
+      reason: reason.slice(0, 200),
+    });
+  }
+
+  /** The first list is in: waitForSync() resolves. */
+  private markSynced(): void {
+    this.lastActivity = Date.now();
+    this.forbidden = false;
+    if (!this.syncedOnce) {
+      this.syncedOnce = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+  }
+
+  /** Reports the deletes a completed list implies: what was known and is no longer there. */
+  private listed(seen: Set<string>): void {
+    for (const uid of this.known.uids) {
+      if (!seen.has(uid))
+        this.sink({ type: 'delete', resource: this.resource, meta: { uid, name: '' } });
+    }
+    this.known.uids = seen;
+    this.markSynced();
   }
 
   private pause(ms: number): Promise<void> {
@@ -276,17 +355,7 @@ export class MetadataInformer {
       rv = page.metadata?.resourceVersion ?? rv;
       cont = page.metadata?.continue || undefined;
     } while (cont);
-    for (const uid of this.known.uids) {
-      if (!seen.has(uid))
-        this.sink({ type: 'delete', resource: this.resource, meta: { uid, name: '' } });
-    }
-    this.known.uids = seen;
-    this.lastActivity = Date.now();
-    this.forbidden = false;
-    if (!this.syncedOnce) {
-      this.syncedOnce = true;
-      for (const w of this.syncWaiters.splice(0)) w();
-    }
+    this.listed(seen);
     return rv;
   }
 
@@ -307,7 +376,17 @@ export class MetadataInformer {
     this.opts.onMalformedWatchEvent?.(groupResource(this.resource));
   }
 
-  private async watch(fromVersion: string): Promise<void> {
+  /**
+   * Watches from `fromVersion`; without one, as a watch-list: the server
+   * sends every object as an ADDED event (a consistent snapshot, as a LIST
+   * without resourceVersion is), then a bookmark annotated
+   * k8s.io/initial-events-end at the snapshot's resourceVersion, then what
+   * happens after it, on the same stream.
+   */
+  private async watch(fromVersion: string | undefined): Promise<void> {
+    // While set, the stream is still delivering the initial events.
+    let listing: { seen: Set<string> } | undefined =
+      fromVersion === undefined ? { seen: new Set() } : undefined;
     const timeoutSec = Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random()));
     const abort = new AbortController();
     this.abort = abort;
@@ -333,22 +412,45 @@ export class MetadataInformer {
       Math.min(this.opts.watchdogGraceMs, 30_000),
     );
     watchdog.unref();
+    let quiet: NodeJS.Timeout | undefined;
+    if (listing) {
+      const quietMs = this.opts.watchListQuietMs;
+      quiet = setInterval(
+        () => {
+          if (!listing || Date.now() - Math.max(started, this.lastActivity) <= quietMs) return;
+          this.useListPages(`no initial-events-end bookmark after ${quietMs} ms of silence`);
+          abort.abort();
+        },
+        Math.max(10, Math.min(quietMs / 4, 1000)),
+      );
+      quiet.unref();
+    }
     let gone = false;
     try {
       await this.client.stream(
         collectionPath(this.resource),
         {
           accept: METADATA_ACCEPT,
-          query: {
-            watch: true,
-            allowWatchBookmarks: true,
-            resourceVersion: fromVersion,
-            timeoutSeconds: timeoutSec,
-          },
+          query: listing
+            ? {
+                watch: true,
+                sendInitialEvents: true,
+                resourceVersionMatch: 'NotOlderThan',
+                allowWatchBookmarks: true,
+                timeoutSeconds: timeoutSec,
+              }
+            : {
+                watch: true,
+                allowWatchBookmarks: true,
+                resourceVersion: fromVersion,
+                timeoutSeconds: timeoutSec,
+              },
           signal: abort.signal,
         },
         () => {
-          if (this.gap) {
+          // Allowed; but a watch-list has no gap-free view until its initial events are in.
+          this.forbidden = false;
+          if (this.gap && !listing) {
             this.gap = false;
             this.forbidden = false;
             this.continuousSince = Date.now();
@@ -378,6 +480,20 @@ export class MetadataInformer {
             case 'DELETED': {
               const meta = trimMeta(obj?.metadata);
               if (!meta) return;
+              if (listing) {
+                // Initial events come in key order, not resourceVersion order:
+                // none of theirs is a point to resume from.
+                if (ev.type === 'DELETED') {
+                  listing.seen.delete(meta.uid);
+                  this.known.uids.delete(meta.uid);
+                } else listing.seen.add(meta.uid);
+                this.sink({
+                  type: ev.type === 'DELETED' ? 'delete' : 'upsert',
+                  resource: this.resource,
+                  meta,
+                });
+                return;
+              }
               if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
               if (ev.type === 'DELETED') this.known.uids.delete(meta.uid);
               else this.known.uids.add(meta.uid);
@@ -388,10 +504,22 @@ export class MetadataInformer {
               });
               return;
             }
-            case 'BOOKMARK':
-              if (obj?.metadata?.resourceVersion)
-                this.resourceVersion = obj.metadata.resourceVersion;
+            case 'BOOKMARK': {
+              const rv = obj?.metadata?.resourceVersion;
+              if (listing) {
+                // Only the bookmark that ends the initial events ends the list.
+                if (obj?.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true' || !rv) return;
+                const { seen } = listing;
+                listing = undefined;
+                this.resourceVersion = rv;
+                this.listed(seen);
+                this.gap = false;
+                this.continuousSince = Date.now();
+                return;
+              }
+              if (rv) this.resourceVersion = rv;
               return;
+            }
             case 'ERROR':
               this.gap = true;
               if (obj?.code === 410) gone = true;
@@ -406,6 +534,7 @@ export class MetadataInformer {
       throw err;
     } finally {
       clearInterval(watchdog);
+      clearInterval(quiet);
     }
     if (gone) throw new GoneError();
     // A stream that ran to its end (server timeout) shows the resource is being watched.

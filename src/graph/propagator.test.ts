@@ -125,6 +125,24 @@ describe('what the graph stores', () => {
     expect(queued.del).toEqual(['o']);
   });
 
+  test('siblings with the same references share one stored array; a change to one leaves the other as it was', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('o')), upsert(meta('o2')));
+    apply(upsert(meta('d1', { ownerReferences: [ref('o', { controller: true })] })));
+    apply(upsert(meta('d2', { ownerReferences: [ref('o', { controller: true })] })));
+    const shared = graph.get('d1')?.ownerReferences;
+    expect(graph.get('d2')?.ownerReferences).toBe(shared);
+    expect(graph.edge('o', 'd2')).toEqual({ controller: true, blockOwnerDeletion: false });
+    apply(upsert(meta('d2', { ownerReferences: [ref('o', { controller: true }), ref('o2')] })));
+    expect(graph.get('d1')?.ownerReferences).toEqual([ref('o', { controller: true })]);
+    expect(graph.get('d2')?.ownerReferences).toEqual([ref('o', { controller: true }), ref('o2')]);
+    expect(graph.owners('d1')).toEqual(['o']);
+    // A sibling with other flags gets its own.
+    apply(upsert(meta('d3', { ownerReferences: [ref('o')] })));
+    expect(graph.get('d3')?.ownerReferences).toEqual([ref('o')]);
+    expect(graph.edge('o', 'd3')).toEqual({ controller: false, blockOwnerDeletion: false });
+  });
+
   test('a new dependent naming one owner twice gets one edge', () => {
     const { graph, apply } = setup();
     apply(upsert(meta('o')));

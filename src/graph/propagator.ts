@@ -163,6 +163,8 @@ export class Propagator {
   private takenTotal = 0;
   private flushWaiters: { upTo: number; resolve: () => void }[] = [];
   private readonly interned = new Interner(10_000);
+  /** The references addOwnerEdges stored last, for the next sibling. */
+  private lastStoredReferences: readonly OwnerReference[] = NO_OWNER_REFERENCES;
   /** Events applied since start (for benchmarks and the debug endpoint). */
   applied = 0;
 
@@ -411,22 +413,35 @@ export class Propagator {
     dependent: NodeAttributes,
     refs: readonly OwnerReference[],
     isNew: boolean,
-  ): OwnerReference[] {
+  ): readonly OwnerReference[] {
     // A new dependent has no edges yet, unless it names one owner twice.
     const edgesAreNew = isNew && refs.length === 1;
+    // Siblings (the Pods of one ReplicaSet, listed together) carry the same
+    // references: they share one stored array (never written to in place).
+    const last = this.lastStoredReferences;
+    if (sameReferences(last, refs)) {
+      for (const ref of refs) this.addOwnerEdge(dependent, ref, edgesAreNew, false);
+      return last;
+    }
     // map(), not push(): an exactly sized array (push() reserves 17 slots).
-    return refs.map((ref) => this.addOwnerEdge(dependent, ref, edgesAreNew));
+    const stored = refs.map(
+      (ref) => this.addOwnerEdge(dependent, ref, edgesAreNew, true) as OwnerReference,
+    );
+    this.lastStoredReferences = stored;
+    return stored;
   }
 
+  /** Returns the reference as the graph stores it when `build`. */
   private addOwnerEdge(
     dependent: NodeAttributes,
     ref: OwnerReference,
     edgeIsNew: boolean,
-  ): OwnerReference {
+    build: boolean,
+  ): OwnerReference | undefined {
     const uid = dependent.uid;
     const namespace = dependent.namespace;
     let owner = this.graph.node(ref.uid) ?? this.promoteStandalone(ref.uid);
-    let stored: OwnerReference;
+    let stored: OwnerReference | undefined;
     if (!owner) {
       stored = this.storedReference(ref, undefined);
       owner = newNode(stored.apiVersion, stored.kind, namespace, stored.name, stored.uid, true);
@@ -435,7 +450,7 @@ export class Propagator {
       // dependents are queued when the virtual delete comes back.
       this.sinks.attemptToDelete(ref.uid);
     } else {
-      stored = this.storedReference(ref, owner);
+      if (build) stored = this.storedReference(ref, owner);
       if (!owner.virtual) {
         // The reference disagrees with the owner we observed (other namespace,
         // kind or name): the dependent needs a live decision.

@@ -376,6 +376,10 @@ export class KubeClient {
     answered: (res: http.IncomingMessage) => void,
   ): Promise<void> {
     let res: http.IncomingMessage;
+    // Tests hold a watch here as they hold requests (an informer's initial
+    // list is a watch with sendInitialEvents).
+    if (this.opts.intercept)
+      await this.opts.intercept({ method: 'GET', path, verb: 'WATCH', query: o.query });
     try {
       res = await this.send('GET', path, { ...o, signal }, this.watchAgent);
     } catch (err) {

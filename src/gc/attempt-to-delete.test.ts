@@ -389,6 +389,37 @@ describe('a second owner the graph observes alive', () => {
   });
 });
 
+test('an owner first known from its dependent (virtual), observed before its queued key comes up: nothing is read or written', async () => {
+  const objects = new Map([
+    ['dep', { ...dependent }],
+    ['cm-o', { ...owner }],
+  ]);
+  const t = setup(objects);
+  t.observe(dependent); // listed first: the owner becomes a virtual node, queued for a live check
+  expect(t.queued).toEqual(['o']);
+  t.observe(owner); // then its own informer lists it
+
+  await attemptToDelete(t.ctx, 'o');
+
+  expect(t.gets).toEqual([]);
+  expect(t.deletes).toEqual([]);
+  expect(t.removedAt).toEqual([]);
+});
+
+test('the same owner still unobserved when its key comes up is read live', async () => {
+  const objects = new Map([
+    ['dep', { ...dependent }],
+    ['cm-o', { ...owner }],
+  ]);
+  const t = setup(objects);
+  t.observe(dependent);
+
+  await attemptToDelete(t.ctx, 'o');
+
+  expect(t.gets).toEqual(['cm-o']);
+  expect(t.deletes).toEqual([]);
+});
+
 test('an owner not known gone: the live path reads the dependent and the owner', async () => {
   const objects = new Map([['dep', { ...dependent }]]);
   const t = setup(objects);

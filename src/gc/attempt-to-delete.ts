@@ -134,6 +134,13 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
   const snap = ctx.graph.snapshot(uid);
   if (!snap) return done;
   if (snap.beingDeleted && !snap.deletingDependents) return done;
+  // Observed with no owner references and not deleting its dependents: there
+  // is nothing to decide. Typically an owner first known from a dependent
+  // listed before it (queued then, as a virtual node) and observed since:
+  // after start-up there can be tens of thousands of such keys, and a live
+  // read each would only confirm that. If the graph is late to show a new
+  // reference, that update event queues what needs deciding.
+  if (!snap.virtual && !snap.deletingDependents && snap.ownerReferences.length === 0) return done;
   let resource: ResourceInfo;
   try {
     resource = resolve(ctx, snap.apiVersion, snap.kind);

@@ -29,6 +29,9 @@ let client: KubeClient;
 let gc: GarbageCollector;
 /** Runs before each of the collector's requests; set by a test, cleared after it. */
 let intercept: ((r: InterceptedRequest) => Promise<void>) | undefined;
+/** An informer's initial list: a paginated LIST, or a watch-list (a watch with sendInitialEvents). */
+const initialList = (r: InterceptedRequest): boolean =>
+  r.verb === 'LIST' || (r.verb === 'WATCH' && r.query?.sendInitialEvents === true);
 
 beforeAll(async () => {
   cluster = await e2eCluster();
@@ -348,7 +351,7 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
     // The old informer is stopped; before the new one lists, the owner goes.
     let raced = false;
     intercept = async (r) => {
-      if (raced || r.verb !== 'LIST' || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
+      if (raced || !initialList(r) || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
       raced = true;
       await custom.deleteNamespacedCustomObject({
         group,
@@ -491,7 +494,7 @@ test('a dependent created while its informer is replaced, its owner then deleted
       );
     };
     intercept = async (r) => {
-      if (raced || r.verb !== 'LIST' || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
+      if (raced || !initialList(r) || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
       raced = race();
       await raced;
     };

@@ -130,29 +130,13 @@ export function watchDeletes(
   fromVersion: string,
   done: (deleted: ReadonlySet<string>, last: string) => boolean,
 ): DeleteWatch {
-  const abort = new AbortController();
   const deleted = new Set<string>();
-  let resolve: (t: number) => void = () => undefined;
-  let reject: (e: Error) => void = () => undefined;
-  const finished = new Promise<number>((res, rej) => {
-    resolve = res;
-    reject = rej;
+  const w = watchUntil(client, ns, fromVersion, (ev) => {
+    if (ev.type !== 'DELETED') return false;
+    deleted.add(ev.name);
+    return done(deleted, ev.name);
   });
-  const onLine = (line: string): void => {
-    const ev = JSON.parse(line) as { type: string; object?: { metadata?: { name?: string } } };
-    const name = ev.object?.metadata?.name;
-    if (ev.type !== 'DELETED' || name === undefined) return;
-    deleted.add(name);
-    if (done(deleted, name)) resolve(performance.now());
-  };
-  const query = { watch: true, resourceVersion: fromVersion, timeoutSeconds: 3600 };
-  client
-    .stream(configmaps(ns), { query, signal: abort.signal }, () => undefined, onLine)
-    .then(() => reject(new Error(`watch on ${ns} ended before the deletes were seen`)))
-    .catch((err: unknown) => reject(err instanceof Error ? err : new Error(String(err))));
-  // A rejection after success (the stream aborted by stop()) is expected.
-  finished.catch(() => undefined);
-  return { finished, deleted, stop: () => abort.abort() };
+  return { ...w, deleted };
 }
 
 /** A merge patch of one label (the live-path scenario's concurrent writer); false if the object is gone. */

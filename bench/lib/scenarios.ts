@@ -57,15 +57,13 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const depName = (i: number): string => `dep-${String(i).padStart(6, '0')}`;
 
-/** Creates one owner and `n` dependents; returns the time it took. */
-async function backgroundTree(env: Env, ns: string, n: number): Promise<number> {
-  const t0 = performance.now();
+/** Creates one owner and `n` dependents. */
+async function backgroundTree(env: Env, ns: string, n: number): Promise<void> {
   const [uid] = await createConfigMaps(env.client, ns, [{ name: 'owner' }]);
   if (!uid) throw new Error('owner not created');
   const owner = { name: 'owner', uid, blockOwnerDeletion: false };
   const specs = Array.from({ length: n }, (_, i): ConfigMapSpec => ({ name: depName(i), owner }));
   await createConfigMaps(env.client, ns, specs);
-  return (performance.now() - t0) / 1000;
 }
 
 /** Starts a contender and waits for its initial sync, then lets its start-up burst calm down. */
@@ -154,42 +152,59 @@ async function configMapRequests(env: Env): Promise<Record<string, number>> {
 
 const round2 = (x: number): number => Math.round(x * 100) / 100;
 
+/** Work started with the trigger that runs until the window is over; returns its figures. */
+interface ConcurrentWork {
+  stop: () => Promise<Record<string, number>>;
+}
+
+interface Watch {
+  finished: Promise<number>;
+  stop(): void;
+}
+
 /**
- * Background cascade: owner → n dependents, DELETE the owner, seconds until
- * the watch has seen every dependent DELETED. `spec` undefined is the ceiling:
- * no GC runs, and a plain client deletes the owner and then the n dependents
- * itself with `ceilingConcurrency` requests in flight.
+ * What every timed scenario shares: a fresh namespace holding the objects
+ * `build` makes, the contender started on them (none: the ceiling), a watch
+ * from the collection's version, then the window from `trigger` to the moment
+ * the watch's condition held, with its cost. `trigger` may return work to stop
+ * once the window is over (a concurrent writer) and scenario figures;
+ * `check` runs after the window and fails the repetition if it throws.
  */
-export async function cascade(
+async function timedWindow<W extends Watch>(
   env: Env,
+  prefix: string,
   spec: ContenderSpec | undefined,
-  n: number,
-  ceilingConcurrency = 20,
+  build: (ns: string) => Promise<void>,
+  watchFrom: (ns: string, rv: string) => W,
+  trigger: (ns: string) => Promise<ConcurrentWork | undefined>,
+  check: (watch: W) => void = () => undefined,
 ): Promise<CascadeRun> {
-  const ns = await freshNamespace(env, 'bench-cascade');
+  const ns = await freshNamespace(env, prefix);
   try {
-    const createSeconds = await backgroundTree(env, ns, n);
+    const t0c = performance.now();
+    await build(ns);
+    const createSeconds = (performance.now() - t0c) / 1000;
     const gc = spec ? await ready(env, spec) : undefined;
     try {
-      const rv = await collectionVersion(env.client, ns);
-      const watch = watchDeletes(
-        env.client,
-        ns,
-        rv,
-        (gone) => gone.size >= n + 1, // the owner and every dependent
-      );
+      const watch = watchFrom(ns, await collectionVersion(env.client, ns));
       try {
         const cost = await windowMeter(env, gc?.pid ?? process.pid);
         const t0 = performance.now();
-        await deleteConfigMap(env.client, ns, 'owner', 'Background');
-        if (!spec) {
-          const names = Array.from({ length: n }, (_, i) => depName(i));
-          await pool(names, ceilingConcurrency, (name) =>
-            deleteConfigMap(env.client, ns, name, 'Background'),
-          );
+        const running = await trigger(ns);
+        let t1: number;
+        let extra: Record<string, number> | undefined;
+        try {
+          t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `${prefix} in ${ns}`);
+        } finally {
+          extra = await running?.stop();
         }
-        const t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `cascade in ${ns}`);
-        return { seconds: (t1 - t0) / 1000, createSeconds, ...(await cost()) };
+        check(watch);
+        return {
+          seconds: (t1 - t0) / 1000,
+          createSeconds,
+          ...(await cost()),
+          ...(extra ? { extra } : {}),
+        };
       } finally {
         watch.stop();
       }
@@ -201,14 +216,44 @@ export async function cascade(
   }
 }
 
+/**
+ * Background cascade: owner → n dependents, DELETE the owner, seconds until
+ * the watch has seen every dependent DELETED. `spec` undefined is the ceiling:
+ * no GC runs, and a plain client deletes the owner and then the n dependents
+ * itself with `ceilingConcurrency` requests in flight.
+ */
+export function cascade(
+  env: Env,
+  spec: ContenderSpec | undefined,
+  n: number,
+  ceilingConcurrency = 20,
+): Promise<CascadeRun> {
+  return timedWindow(
+    env,
+    'bench-cascade',
+    spec,
+    (ns) => backgroundTree(env, ns, n),
+    // The owner and every dependent.
+    (ns, rv) => watchDeletes(env.client, ns, rv, (gone) => gone.size >= n + 1),
+    async (ns) => {
+      await deleteConfigMap(env.client, ns, 'owner', 'Background');
+      if (spec) return undefined;
+      const names = Array.from({ length: n }, (_, i) => depName(i));
+      await pool(names, ceilingConcurrency, (name) =>
+        deleteConfigMap(env.client, ns, name, 'Background'),
+      );
+      return undefined;
+    },
+  );
+}
+
 /** Foreground tree: owner → `middles` objects → `leaves` each, every reference blocking. */
 async function foregroundTree(
   env: Env,
   ns: string,
   middles: number,
   leaves: number,
-): Promise<number> {
-  const t0 = performance.now();
+): Promise<void> {
   const [uid] = await createConfigMaps(env.client, ns, [{ name: 'owner' }]);
   if (!uid) throw new Error('owner not created');
   const owner = { name: 'owner', uid, blockOwnerDeletion: true };
@@ -221,7 +266,6 @@ async function foregroundTree(
     })),
   );
   await createConfigMaps(env.client, ns, leafSpecs);
-  return (performance.now() - t0) / 1000;
 }
 
 /**
@@ -229,103 +273,75 @@ async function foregroundTree(
  * seconds until the owner itself is gone (it goes last, after every middle
  * object and leaf, which the watch checks).
  */
-export async function foreground(
+export function foreground(
   env: Env,
   spec: ContenderSpec,
   middles: number,
   leaves: number,
 ): Promise<CascadeRun> {
-  const ns = await freshNamespace(env, 'bench-foreground');
-  try {
-    const createSeconds = await foregroundTree(env, ns, middles, leaves);
-    const gc = await ready(env, spec);
-    try {
-      const rv = await collectionVersion(env.client, ns);
-      const watch = watchDeletes(env.client, ns, rv, (_gone, last) => last === 'owner');
-      try {
-        const cost = await windowMeter(env, gc.pid);
-        const t0 = performance.now();
-        await deleteConfigMap(env.client, ns, 'owner', 'Foreground');
-        const t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `foreground in ${ns}`);
-        const expected = 1 + middles + middles * leaves;
-        if (watch.deleted.size !== expected)
-          throw new Error(
-            `foreground: owner gone after ${watch.deleted.size - 1} of ${expected - 1} dependents`,
-          );
-        return { seconds: (t1 - t0) / 1000, createSeconds, ...(await cost()) };
-      } finally {
-        watch.stop();
-      }
-    } finally {
-      await gc.stop();
-    }
-  } finally {
-    await deleteNamespace(env.client, ns);
-  }
+  const expected = 1 + middles + middles * leaves;
+  return timedWindow(
+    env,
+    'bench-foreground',
+    spec,
+    (ns) => foregroundTree(env, ns, middles, leaves),
+    (ns, rv) => watchDeletes(env.client, ns, rv, (_gone, last) => last === 'owner'),
+    (ns) => deleteConfigMap(env.client, ns, 'owner', 'Foreground').then(() => undefined),
+    (watch) => {
+      if (watch.deleted.size !== expected)
+        throw new Error(
+          `foreground: owner gone after ${watch.deleted.size - 1} of ${expected - 1} dependents`,
+        );
+    },
+  );
 }
 
 /**
  * The live path, first shape: every dependent has a second owner that stays.
  * Deleting the first owner (Background) must leave each dependent in place
- * with only the second reference: a GC needs a live read of the dependent and
- * of the remaining owner, then a PATCH, for every one. Seconds until the watch
+ * with only the second reference (kcm: a live read of the dependent and of
+ * the remaining owner, then a PATCH, for every one). Seconds until the watch
  * has seen every dependent without the deleted owner's reference; a dependent
  * deleted instead fails the repetition (the GC would have deleted something
  * whose owner exists).
  */
-export async function liveSecondOwner(
-  env: Env,
-  spec: ContenderSpec,
-  n: number,
-): Promise<CascadeRun> {
-  const ns = await freshNamespace(env, 'bench-live-owner');
-  try {
-    const t0c = performance.now();
-    const [uid, keeperUid] = await createConfigMaps(env.client, ns, [
-      { name: 'owner' },
-      { name: 'keeper' },
-    ]);
-    if (!uid || !keeperUid) throw new Error('owners not created');
-    const owner = { name: 'owner', uid, blockOwnerDeletion: false };
-    const secondOwner = { name: 'keeper', uid: keeperUid, blockOwnerDeletion: false };
-    await createConfigMaps(
-      env.client,
-      ns,
-      Array.from({ length: n }, (_, i): ConfigMapSpec => ({
+export function liveSecondOwner(env: Env, spec: ContenderSpec, n: number): Promise<CascadeRun> {
+  let uid = '';
+  let wrong: string | undefined;
+  const released = new Set<string>();
+  return timedWindow(
+    env,
+    'bench-live-owner',
+    spec,
+    async (ns) => {
+      const [ownerUid, keeperUid] = await createConfigMaps(env.client, ns, [
+        { name: 'owner' },
+        { name: 'keeper' },
+      ]);
+      if (!ownerUid || !keeperUid) throw new Error('owners not created');
+      uid = ownerUid;
+      const owner = { name: 'owner', uid, blockOwnerDeletion: false };
+      const secondOwner = { name: 'keeper', uid: keeperUid, blockOwnerDeletion: false };
+      const deps = Array.from({ length: n }, (_, i): ConfigMapSpec => ({
         name: depName(i),
         owner,
         secondOwner,
-      })),
-    );
-    const createSeconds = (performance.now() - t0c) / 1000;
-    const gc = await ready(env, spec);
-    try {
-      const rv = await collectionVersion(env.client, ns);
-      const released = new Set<string>();
-      let wrong: string | undefined;
-      const watch = watchUntil(env.client, ns, rv, (ev) => {
+      }));
+      await createConfigMaps(env.client, ns, deps);
+    },
+    (ns, rv) =>
+      watchUntil(env.client, ns, rv, (ev) => {
         if (ev.type === 'DELETED' && ev.name !== 'owner') wrong ??= ev.name;
         if (ev.type === 'MODIFIED' && ev.name.startsWith('dep-') && !ev.ownerUids.includes(uid))
           released.add(ev.name);
         return released.size >= n || wrong !== undefined;
-      });
-      try {
-        const cost = await windowMeter(env, gc.pid);
-        const t0 = performance.now();
-        await deleteConfigMap(env.client, ns, 'owner', 'Background');
-        const t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `live path in ${ns}`);
-        if (wrong !== undefined)
-          throw new Error(`${wrong} was DELETED although its second owner exists`);
-        return { seconds: (t1 - t0) / 1000, createSeconds, ...(await cost()) };
-      } finally {
-        watch.stop();
-      }
-    } finally {
-      await gc.stop();
-    }
-  } finally {
-    await deleteNamespace(env.client, ns);
-  }
+      }),
+    (ns) => deleteConfigMap(env.client, ns, 'owner', 'Background').then(() => undefined),
+    () => {
+      if (wrong !== undefined)
+        throw new Error(`${wrong} was DELETED although its second owner exists`);
+    },
+  );
 }
 
 /**
@@ -336,61 +352,43 @@ export async function liveSecondOwner(
  * copy meets a newer resourceVersion (a 409 for kubegc's precondition, then
  * a live read). Seconds until the watch has seen every dependent DELETED.
  */
-export async function liveChurn(
+export function liveChurn(
   env: Env,
   spec: ContenderSpec,
   n: number,
   writers = 10,
 ): Promise<CascadeRun> {
-  const ns = await freshNamespace(env, 'bench-live-churn');
-  try {
-    const createSeconds = await backgroundTree(env, ns, n);
-    const gc = await ready(env, spec);
-    try {
-      const rv = await collectionVersion(env.client, ns);
-      const watch = watchDeletes(env.client, ns, rv, (gone) => gone.size >= n + 1);
+  return timedWindow(
+    env,
+    'bench-live-churn',
+    spec,
+    (ns) => backgroundTree(env, ns, n),
+    (ns, rv) => watchDeletes(env.client, ns, rv, (gone) => gone.size >= n + 1),
+    async (ns) => {
+      await deleteConfigMap(env.client, ns, 'owner', 'Background');
+      const live = Array.from({ length: n }, (_, i) => depName(i));
       let patches = 0;
+      let next = 0;
       let stop = false;
-      try {
-        const cost = await windowMeter(env, gc.pid);
-        const t0 = performance.now();
-        await deleteConfigMap(env.client, ns, 'owner', 'Background');
-        const live = Array.from({ length: n }, (_, i) => depName(i));
-        let next = 0;
-        const writer = async (): Promise<void> => {
-          while (!stop && live.length > 0) {
-            const i = next++ % live.length;
-            const name = live[i];
-            if (name === undefined) continue;
-            if (await patchConfigMapLabel(env.client, ns, name, String(patches++))) continue;
-            const at = live.indexOf(name);
-            if (at !== -1) live.splice(at, 1);
-          }
-        };
-        const writing = Promise.all(Array.from({ length: writers }, writer));
-        let t1: number;
-        try {
-          t1 = await withTimeout(watch.finished, CASCADE_TIMEOUT_MS, `live churn in ${ns}`);
-        } finally {
+      const writer = async (): Promise<void> => {
+        while (!stop && live.length > 0) {
+          const name = live[next++ % live.length];
+          if (name === undefined) continue;
+          if (await patchConfigMapLabel(env.client, ns, name, String(patches++))) continue;
+          const at = live.indexOf(name);
+          if (at !== -1) live.splice(at, 1);
+        }
+      };
+      const writing = Promise.all(Array.from({ length: writers }, writer));
+      return {
+        stop: async () => {
           stop = true;
           await writing.catch(() => undefined);
-        }
-        const c = await cost();
-        return {
-          seconds: (t1 - t0) / 1000,
-          createSeconds,
-          ...c,
-          extra: { writerPatchRequests: patches },
-        };
-      } finally {
-        watch.stop();
-      }
-    } finally {
-      await gc.stop();
-    }
-  } finally {
-    await deleteNamespace(env.client, ns);
-  }
+          return { writerPatchRequests: patches };
+        },
+      };
+    },
+  );
 }
 
 export const MEMORY_NAMESPACE = 'bench-memory';

@@ -214,10 +214,7 @@ async function deleteFromGraphCopy(
   if (namespace) copy.namespace = namespace;
   const owners: ClassifiedOwner[] = [];
   for (const ref of snap.ownerReferences) {
-    const known =
-      knownAbsent(ctx, namespace, ref) ??
-      observedDeletingDependents(ctx, namespace, ref) ??
-      observedSolid(ctx, namespace, ref);
+    const known = knownAbsent(ctx, namespace, ref) ?? observedOwner(ctx, namespace, ref);
     if (!known) return undefined;
     owners.push(known);
   }
@@ -346,44 +343,26 @@ function knownAbsent(
   return undefined;
 }
 
-/** An owner the informers saw with a deletionTimestamp and the foregroundDeletion finalizer. */
-function observedDeletingDependents(
-  ctx: GcContext,
-  dependentNamespace: string,
-  ref: OwnerReference,
-): ClassifiedOwner | undefined {
-  const owner = ctx.graph.get(ref.uid);
-  if (
-    !owner ||
-    owner.virtual ||
-    !owner.beingDeleted ||
-    !owner.hasForegroundFinalizer ||
-    !refNamesOwner(ref, owner, dependentNamespace)
-  )
-    return undefined;
-  return { ref, state: 'waiting', detail: 'graph: owner-deleting-dependents' };
-}
-
 /**
- * An owner the informers observe, not being deleted, under exactly the
- * coordinates the reference names: it exists as far as the graph knows, which
+ * An owner as the informers observe it, under exactly the coordinates the
+ * reference names: 'waiting' when seen with a deletionTimestamp and the
+ * foregroundDeletion finalizer (irreversible: it ends with the owner gone);
+ * 'solid' when not being deleted: it exists as far as the graph knows, which
  * only ever keeps the dependent (the one decision it can lead to is removing
- * references to other owners that are known gone).
+ * references to other owners that are known gone). Anything else (virtual,
+ * being deleted another way, other coordinates): undefined, for a live read.
  */
-function observedSolid(
+function observedOwner(
   ctx: GcContext,
   dependentNamespace: string,
   ref: OwnerReference,
 ): ClassifiedOwner | undefined {
   const owner = ctx.graph.get(ref.uid);
-  if (
-    !owner ||
-    owner.virtual ||
-    owner.beingDeleted ||
-    !refNamesOwner(ref, owner, dependentNamespace)
-  )
-    return undefined;
-  return { ref, state: 'solid', detail: 'graph: owner-observed' };
+  if (!owner || owner.virtual || !refNamesOwner(ref, owner, dependentNamespace)) return undefined;
+  if (!owner.beingDeleted) return { ref, state: 'solid', detail: 'graph: owner-observed' };
+  if (owner.hasForegroundFinalizer)
+    return { ref, state: 'waiting', detail: 'graph: owner-deleting-dependents' };
+  return undefined;
 }
 
 function decisionFields(

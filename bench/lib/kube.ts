@@ -48,7 +48,7 @@ export interface OwnerSpec {
   blockOwnerDeletion: boolean;
 }
 
-export interface ConfigMapSpec {
+export interface ObjectSpec {
   name: string;
   owner?: OwnerSpec;
   /** A second owner (the live-path scenario: a dependent that outlives one of its owners). */
@@ -57,36 +57,58 @@ export interface ConfigMapSpec {
   dataBytes?: number;
 }
 
-function ownerRef(o: NonNullable<ConfigMapSpec['owner']>): OwnerReference {
+/** The kinds the benchmarks create: core ConfigMaps and the Widget custom resource. */
+interface Kind {
+  apiVersion: string;
+  kind: string;
+  path: (ns: string) => string;
+}
+
+const CONFIGMAP: Kind = { apiVersion: 'v1', kind: 'ConfigMap', path: (ns) => configmaps(ns) };
+
+function ownerRef(k: Kind, o: OwnerSpec): OwnerReference {
   return {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
+    apiVersion: k.apiVersion,
+    kind: k.kind,
     name: o.name,
     uid: o.uid,
     blockOwnerDeletion: o.blockOwnerDeletion,
   };
 }
 
-/** Creates ConfigMaps with `concurrency` requests in flight; returns their UIDs in order. */
-export async function createConfigMaps(
+/** Creates objects of `k`, each owned by objects of the same kind, `concurrency` requests in flight; their UIDs in order. */
+async function createObjects(
   client: KubeClient,
+  k: Kind,
   ns: string,
-  specs: readonly ConfigMapSpec[],
-  concurrency = 100,
+  specs: readonly ObjectSpec[],
+  concurrency: number,
+  body: (s: ObjectSpec) => Record<string, unknown>,
 ): Promise<string[]> {
   return pool(specs, concurrency, async (s) => {
     const metadata: Record<string, unknown> = { name: s.name };
     if (s.owner)
       metadata.ownerReferences = [
-        ownerRef(s.owner),
-        ...(s.secondOwner ? [ownerRef(s.secondOwner)] : []),
+        ownerRef(k, s.owner),
+        ...(s.secondOwner ? [ownerRef(k, s.secondOwner)] : []),
       ];
-    const data = s.dataBytes ? { payload: 'x'.repeat(s.dataBytes) } : undefined;
-    const created = await client.request<{ metadata: { uid: string } }>('POST', configmaps(ns), {
-      body: { apiVersion: 'v1', kind: 'ConfigMap', metadata, data },
+    const created = await client.request<{ metadata: { uid: string } }>('POST', k.path(ns), {
+      body: { apiVersion: k.apiVersion, kind: k.kind, metadata, ...body(s) },
     });
     return created.metadata.uid;
   });
+}
+
+/** Creates ConfigMaps with `concurrency` requests in flight; returns their UIDs in order. */
+export function createConfigMaps(
+  client: KubeClient,
+  ns: string,
+  specs: readonly ObjectSpec[],
+  concurrency = 100,
+): Promise<string[]> {
+  return createObjects(client, CONFIGMAP, ns, specs, concurrency, (s) =>
+    s.dataBytes ? { data: { payload: 'x'.repeat(s.dataBytes) } } : {},
+  );
 }
 
 export async function deleteConfigMap(
@@ -256,24 +278,20 @@ export async function ensureWidgetCrd(client: KubeClient): Promise<void> {
   throw new Error(`CRD ${WIDGET_CRD} not served within 60 s`);
 }
 
+const WIDGET: Kind = {
+  apiVersion: `${WIDGET_GROUP}/v1`,
+  kind: 'Widget',
+  path: (ns) => widgets(ns),
+};
+
 /** Creates Widgets (metadata only, an empty spec); returns their UIDs in order. */
-export async function createWidgets(
+export function createWidgets(
   client: KubeClient,
   ns: string,
-  specs: readonly ConfigMapSpec[],
+  specs: readonly ObjectSpec[],
   concurrency = 100,
 ): Promise<string[]> {
-  return pool(specs, concurrency, async (s) => {
-    const metadata: Record<string, unknown> = { name: s.name };
-    if (s.owner)
-      metadata.ownerReferences = [
-        { apiVersion: `${WIDGET_GROUP}/v1`, kind: 'Widget', name: s.owner.name, uid: s.owner.uid },
-      ];
-    const created = await client.request<{ metadata: { uid: string } }>('POST', widgets(ns), {
-      body: { apiVersion: `${WIDGET_GROUP}/v1`, kind: 'Widget', metadata, spec: {} },
-    });
-    return created.metadata.uid;
-  });
+  return createObjects(client, WIDGET, ns, specs, concurrency, () => ({ spec: {} }));
 }
 
 /**

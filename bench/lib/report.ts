@@ -1,6 +1,7 @@
-// Results: the JSON the issue specifies (field names fixed so runs can be
-// compared), the details behind each median, the machine, the printed table
-// and the markdown that becomes bench/RESULTS.md after a full run.
+// The frame around a run's tables: the machine it ran on, the markdown table
+// layout, and bench/RESULTS.md (the tables of a full run plus the
+// hand-written analysis kept from the previous version). The tables
+// themselves come from summary.ts.
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,8 +39,6 @@ function goVersionOf(binary: string): string {
     return 'unknown';
   }
 }
-
-export { median, round2 } from './stats.ts';
 
 // ---------------------------------------------------------------------------
 // Rendering

@@ -14,6 +14,7 @@ import {
   type Extras,
   type Running,
 } from './contenders.ts';
+import { round2 } from './stats.ts';
 import {
   collectionVersion,
   createConfigMaps,
@@ -26,7 +27,7 @@ import {
   pool,
   watchDeletes,
   watchUntil,
-  type ConfigMapSpec,
+  type ObjectSpec,
 } from './kube.ts';
 
 export interface Env {
@@ -62,7 +63,7 @@ async function backgroundTree(env: Env, ns: string, n: number): Promise<void> {
   const [uid] = await createConfigMaps(env.client, ns, [{ name: 'owner' }]);
   if (!uid) throw new Error('owner not created');
   const owner = { name: 'owner', uid, blockOwnerDeletion: false };
-  const specs = Array.from({ length: n }, (_, i): ConfigMapSpec => ({ name: depName(i), owner }));
+  const specs = Array.from({ length: n }, (_, i): ObjectSpec => ({ name: depName(i), owner }));
   await createConfigMaps(env.client, ns, specs);
 }
 
@@ -149,8 +150,6 @@ async function configMapRequests(env: Env): Promise<Record<string, number>> {
   }
   return out;
 }
-
-const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 /** Work started with the trigger that runs until the window is over; returns its figures. */
 interface ConcurrentWork {
@@ -322,7 +321,7 @@ export function liveSecondOwner(env: Env, spec: ContenderSpec, n: number): Promi
       uid = ownerUid;
       const owner = { name: 'owner', uid, blockOwnerDeletion: false };
       const secondOwner = { name: 'keeper', uid: keeperUid, blockOwnerDeletion: false };
-      const deps = Array.from({ length: n }, (_, i): ConfigMapSpec => ({
+      const deps = Array.from({ length: n }, (_, i): ObjectSpec => ({
         name: depName(i),
         owner,
         secondOwner,
@@ -433,7 +432,7 @@ export async function growMemoryObjects(
     dataBytes,
   }));
   const uids = await create(env.client, MEMORY_NAMESPACE, owners);
-  const dependents = owners.map((o, k): ConfigMapSpec => ({
+  const dependents = owners.map((o, k): ObjectSpec => ({
     name: `b-dep-${String(from + k).padStart(6, '0')}`,
     owner: { name: o.name, uid: uids[k] ?? '', blockOwnerDeletion: false },
     dataBytes,

@@ -35,7 +35,7 @@ export const CASCADE_SCENARIOS = {
   cascade: 'Background delete of 1 owner with N dependent ConfigMaps (graph-copy path)',
   foreground: 'Foreground delete: owner → middle objects → leaves, every reference blocking',
   live_second_owner:
-    'Live path: 1 owner deleted, N dependents each keeping a second, live owner (GET + PATCH each)',
+    'Live path: 1 owner deleted, N dependents each keeping a second, live owner (kcm: GET + GET + PATCH each)',
   live_churn:
     'Live path: N dependents deleted while 10 clients keep patching them (the copy goes stale before the DELETE)',
 } as const;

@@ -19,7 +19,7 @@ import type { ObjectMeta, OwnerReference, ResourceInfo } from '../src/api/resour
 import { AbsentOwnerCache } from '../src/graph/absent-owner-cache.ts';
 import { OwnershipGraph } from '../src/graph/graph.ts';
 import { Propagator } from '../src/graph/propagator.ts';
-import { trimMeta } from '../src/informers/metadata-informer.ts';
+import { trimMeta } from '../src/api/resources.ts';
 import { silentLogger } from '../src/log.ts';
 import { done, WorkQueue } from '../src/queue/workqueue.ts';
 

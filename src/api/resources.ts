@@ -33,6 +33,30 @@ export interface ObjectMeta {
   ownerReferences?: OwnerReference[];
 }
 
+/** Metadata as the API server sends it (the fields kubegc may read). */
+export interface RawMeta {
+  annotations?: Record<string, string>;
+  uid?: string;
+  name?: string;
+  namespace?: string;
+  resourceVersion?: string;
+  deletionTimestamp?: string;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+}
+
+/** Keeps only the fields the GC needs (drops labels, annotations, managedFields...). */
+export function trimMeta(m: RawMeta | undefined): ObjectMeta | undefined {
+  if (!m?.uid || m.name === undefined) return undefined;
+  const out: ObjectMeta = { uid: m.uid, name: m.name };
+  if (m.namespace) out.namespace = m.namespace;
+  if (m.resourceVersion) out.resourceVersion = m.resourceVersion;
+  if (m.deletionTimestamp) out.deletionTimestamp = m.deletionTimestamp;
+  if (m.finalizers?.length) out.finalizers = m.finalizers;
+  if (m.ownerReferences?.length) out.ownerReferences = m.ownerReferences;
+  return out;
+}
+
 export function groupVersion(r: Pick<ResourceInfo, 'group' | 'version'>): string {
   return r.group ? `${r.group}/${r.version}` : r.version;
 }

@@ -14,9 +14,14 @@ import {
   type ResourceInfo,
 } from '../api/resources.ts';
 import { GcApi } from '../gc/operations.ts';
-import { classifyLookup, decide, type ClassifiedOwner } from '../gc/decide.ts';
-import { trimMeta } from '../informers/metadata-informer.ts';
-import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from '../graph/propagator.ts';
+import {
+  FOREGROUND_FINALIZER,
+  ORPHAN_FINALIZER,
+  classifyLookup,
+  decide,
+  type ClassifiedOwner,
+} from '../gc/decide.ts';
+import { trimMeta } from '../api/resources.ts';
 
 export interface ExplainedOwner {
   apiVersion: string;

@@ -17,13 +17,14 @@ import {
   type NodeSnapshot,
   type OwnershipGraph,
 } from '../graph/graph.ts';
-import { FOREGROUND_FINALIZER, type GraphEvent } from '../graph/propagator.ts';
+import type { GraphEvent } from '../graph/propagator.ts';
 import type { Logger } from '../log.ts';
 import { done, failed, requeue, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import {
   classifyLookup,
   decide,
   decideDeletingDependents,
+  FOREGROUND_FINALIZER,
   onlyBlockOwnerDeletionChanged,
   sameOwnerReferences,
   type ClassifiedOwner,

@@ -3,7 +3,7 @@
 // `orphan` finalizer is removed so the API server can finish the delete.
 import { ApiError } from '../api/client.ts';
 import { groupResource } from '../api/resources.ts';
-import { ORPHAN_FINALIZER } from '../graph/propagator.ts';
+import { ORPHAN_FINALIZER } from './decide.ts';
 import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import { warnOnce, type GcContext } from './attempt-to-delete.ts';
 

@@ -5,7 +5,10 @@
 // (pkg/controller/garbagecollector attemptToDeleteItem / classifyReferences).
 import type { ObjectMeta, OwnerReference } from '../api/resources.ts';
 import type { DependentSnapshot } from '../graph/graph.ts';
-import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from '../graph/propagator.ts';
+
+/** The finalizers the API server adds for propagationPolicy Orphan and Foreground. */
+export const ORPHAN_FINALIZER = 'orphan';
+export const FOREGROUND_FINALIZER = 'foregroundDeletion';
 
 export type DeletionPropagation = 'Background' | 'Foreground' | 'Orphan';
 

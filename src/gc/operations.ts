@@ -16,7 +16,7 @@ import {
   type ObjectMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
-import { trimMeta } from '../informers/metadata-informer.ts';
+import { trimMeta } from '../api/resources.ts';
 import type { DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}

@@ -9,6 +9,7 @@ import {
   type OwnerReference,
   type ResourceInfo,
 } from '../api/resources.ts';
+import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from '../gc/decide.ts';
 import type { InformerEvent } from '../informers/metadata-informer.ts';
 import type { Logger } from '../log.ts';
 import type { AbsentOwnerCache } from './absent-owner-cache.ts';
@@ -23,9 +24,6 @@ import {
   type NodeAttributes,
   type OwnershipGraph,
 } from './graph.ts';
-
-export const ORPHAN_FINALIZER = 'orphan';
-export const FOREGROUND_FINALIZER = 'foregroundDeletion';
 
 /** A worker verified with a live read that no object with this identity exists. */
 export interface VirtualDeleteEvent {

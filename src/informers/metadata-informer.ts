@@ -10,8 +10,9 @@ import { ApiError, METADATA_ACCEPT, METADATA_LIST_ACCEPT, type KubeClient } from
 import {
   collectionPath,
   groupResource,
+  trimMeta,
   type ObjectMeta,
-  type OwnerReference,
+  type RawMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
 import type { Logger } from '../log.ts';
@@ -91,29 +92,6 @@ export function compareResourceVersions(a: string | undefined, b: string | undef
 /** What an informer has reported of one resource: see MetadataInformer.known. */
 export interface KnownObjects {
   uids: Set<string>;
-}
-
-interface RawMeta {
-  annotations?: Record<string, string>;
-  uid?: string;
-  name?: string;
-  namespace?: string;
-  resourceVersion?: string;
-  deletionTimestamp?: string;
-  finalizers?: string[];
-  ownerReferences?: OwnerReference[];
-}
-
-/** Keeps only the fields the GC needs (drops labels, annotations, managedFields...). */
-export function trimMeta(m: RawMeta | undefined): ObjectMeta | undefined {
-  if (!m?.uid || m.name === undefined) return undefined;
-  const out: ObjectMeta = { uid: m.uid, name: m.name };
-  if (m.namespace) out.namespace = m.namespace;
-  if (m.resourceVersion) out.resourceVersion = m.resourceVersion;
-  if (m.deletionTimestamp) out.deletionTimestamp = m.deletionTimestamp;
-  if (m.finalizers?.length) out.finalizers = m.finalizers;
-  if (m.ownerReferences?.length) out.ownerReferences = m.ownerReferences;
-  return out;
 }
 
 export class MetadataInformer {

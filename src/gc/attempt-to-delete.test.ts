@@ -9,9 +9,10 @@ import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
 import { coordinatesKey, OwnershipGraph } from '../graph/graph.ts';
 import { Propagator, type GraphEvent } from '../graph/propagator.ts';
 import { silentLogger } from '../log.ts';
-import { attemptToDelete, type GcContext } from './attempt-to-delete.ts';
+import { attemptToDelete } from './attempt-to-delete.ts';
+import { WorkerState, type GcContext } from './context.ts';
 import type { DeletionPropagation } from './decide.ts';
-import type { GcApi } from './operations.ts';
+import type { DeletePreconditions, GcApi } from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {
   group: '',
@@ -47,9 +48,9 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
     removeOwnerReferences: jest.fn((_r: ResourceInfo, meta: ObjectMeta, uids: string[]) => {
       removed.push(uids);
       const live = objects.get(meta.name);
-      if (live)
-        live.ownerReferences = (live.ownerReferences ?? []).filter((r) => !uids.includes(r.uid));
-      return Promise.resolve();
+      if (!live) return Promise.resolve({ outcome: 'gone' as const });
+      live.ownerReferences = (live.ownerReferences ?? []).filter((r) => !uids.includes(r.uid));
+      return Promise.resolve({ outcome: 'done' as const });
     }),
     getMeta: jest.fn((_r: ResourceInfo, _ns: string | undefined, name: string) => {
       gets.push(name);
@@ -58,7 +59,13 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
       return Promise.resolve(live && structuredClone(live));
     }),
     delete: jest.fn(
-      (_r: ResourceInfo, meta: ObjectMeta, policy: DeletionPropagation, withRv: boolean) => {
+      (
+        _r: ResourceInfo,
+        meta: ObjectMeta,
+        policy: DeletionPropagation,
+        guard: DeletePreconditions,
+      ) => {
+        const withRv = guard === 'uidAndResourceVersion';
         deletes.push({
           name: meta.name,
           uid: meta.uid,
@@ -67,13 +74,13 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
           policy,
         });
         const live = objects.get(meta.name);
-        if (!live || live.uid !== meta.uid) return Promise.resolve('gone' as const);
+        if (!live || live.uid !== meta.uid) return Promise.resolve({ outcome: 'gone' as const });
         if (conflicts > 0 || (withRv && live.resourceVersion !== meta.resourceVersion)) {
           conflicts--;
-          return Promise.resolve('conflict' as const);
+          return Promise.resolve({ outcome: 'conflict' as const });
         }
         objects.delete(meta.name);
-        return Promise.resolve('deleted' as const);
+        return Promise.resolve({ outcome: 'done' as const });
       },
     ),
   };
@@ -82,12 +89,12 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
     removeOwnerReferencesAt: jest.fn((_r: ResourceInfo, meta: ObjectMeta, uids: string[]) => {
       removedAt.push({ name: meta.name, uids, resourceVersion: meta.resourceVersion });
       const live = objects.get(meta.name);
-      if (!live || live.uid !== meta.uid) return Promise.resolve('gone' as const);
+      if (!live || live.uid !== meta.uid) return Promise.resolve({ outcome: 'gone' as const });
       if (live.resourceVersion !== meta.resourceVersion)
-        return Promise.resolve('conflict' as const);
+        return Promise.resolve({ outcome: 'conflict' as const });
       live.ownerReferences = (live.ownerReferences ?? []).filter((r) => !uids.includes(r.uid));
       live.resourceVersion = String(Number(live.resourceVersion) + 1);
-      return Promise.resolve('patched' as const);
+      return Promise.resolve({ outcome: 'done' as const });
     }),
   });
   const unblocks: { name: string; resourceVersion: string | undefined }[] = [];
@@ -106,14 +113,19 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
         blockOwnerDeletion: false,
       }));
       live.resourceVersion = String(Number(live.resourceVersion) + 1);
-      return Promise.resolve({ outcome: 'patched' as const, meta: { ...live } });
+      return Promise.resolve({ outcome: 'done' as const, meta: { ...live } });
     }),
   });
   const del = api.delete;
   api.delete = jest.fn(
-    (r: ResourceInfo, meta: ObjectMeta, policy: DeletionPropagation, withRv: boolean) => {
+    (
+      r: ResourceInfo,
+      meta: ObjectMeta,
+      policy: DeletionPropagation,
+      guard: DeletePreconditions,
+    ) => {
       before.delete?.();
-      return del(r, meta, policy, withRv);
+      return del(r, meta, policy, guard);
     },
   );
   return { api: api as unknown as GcApi, gets, deletes, removed, removedAt, unblocks, before };
@@ -144,6 +156,7 @@ function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean 
     enqueueDelete: (uid) => queued.push(uid),
     log: silentLogger,
     dryRun: false,
+    state: new WorkerState(),
     metrics: { decisionLatency: (s) => latencies.push(s) },
   };
   const observe = (m: ObjectMeta): void =>

@@ -1,109 +1,66 @@
-// The attempt-to-delete worker: gathers the inputs of a decision (graph
-// snapshot, live reads of the object and its owners), asks decide.ts, and
-// carries the decision out with guarded API calls.
+// The attempt-to-delete worker, in upstream's attemptToDeleteItem shape:
+//   gather    the object (the graph's copy, or a live read) and each of its
+//             owners classified once (owners.ts);
+//   decide    one call into decide.ts, where the decision is made;
+//   carry out the writes, each outcome mapped onto the work queue in settle().
+// The graph's copy saves the live reads where the graph can vouch for every
+// owner; any write it carries is guarded by the copy's uid and
+// resourceVersion, so a stale copy gets a 409 and is decided again live.
 import { ApiError } from '../api/client.ts';
 import {
   groupResource,
   groupVersion,
   type ObjectMeta,
-  type OwnerReference,
   type ResourceInfo,
-  type RestMapper,
 } from '../api/resources.ts';
-import type { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
-import {
-  coordinatesKey,
-  refNamesOwner,
-  type NodeSnapshot,
-  type OwnershipGraph,
-} from '../graph/graph.ts';
-import type { GraphEvent } from '../graph/propagator.ts';
-import type { Logger } from '../log.ts';
+import type { NodeSnapshot } from '../graph/graph.ts';
 import { done, failed, requeue, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import {
-  classifyLookup,
+  decisionFields,
+  resolveKind,
+  UnresolvableKindError,
+  warnOnce,
+  type GcContext,
+} from './context.ts';
+import {
   decide,
   decideDeletingDependents,
   FOREGROUND_FINALIZER,
   onlyBlockOwnerDeletionChanged,
   sameOwnerReferences,
   type ClassifiedOwner,
+  type Decision,
   type DeletionPropagation,
+  type ForegroundDecision,
 } from './decide.ts';
-import type { EventRecorder } from './events.ts';
-import type { GcApi } from './operations.ts';
+import { classifyOwnerLive, knownAbsent, observedOwner, readWaitingOwner } from './owners.ts';
 
-export interface GcMetricsHooks {
-  deletion?(resource: string, policy: DeletionPropagation, dryRun: boolean): void;
-  /** Seconds from the owner known gone to the dependent's DELETE issued. */
-  decisionLatency?(seconds: number): void;
-  orphaning?(resource: string, dryRun: boolean): void;
+/** Everything a decision is made on. */
+interface Gathered {
+  snap: NodeSnapshot;
+  resource: ResourceInfo;
+  /** The version of the object decided on. */
+  meta: ObjectMeta;
+  /** 'graph': the graph's copy, every owner vouched for by the graph; 'live': read from the API server. */
+  source: 'graph' | 'live';
+  /** The object is an owner in foreground deletion: decided on its dependents, not its owners. */
+  deletingDependents: boolean;
+  owners: ClassifiedOwner[];
 }
 
-export interface GcContext {
-  api: GcApi;
-  graph: OwnershipGraph;
-  absent: AbsentOwnerCache;
-  mapper: () => RestMapper;
-  /** Feeds verified facts back to the single graph writer. */
-  pushGraphEvent: (e: GraphEvent) => void;
-  enqueueDelete: (uid: string) => void;
-  log: Logger;
-  dryRun: boolean;
-  metrics?: GcMetricsHooks;
-  events?: EventRecorder;
-  /**
-   * The watched resources that might hold unseen dependents of an owner
-   * deleted with Orphan: those whose informer may not have reported every
-   * object that exists, or existed at resourceVersion `rv` (see attemptToOrphan).
-   */
-  watchesBehind?: (ownerNamespaced: boolean, rv: string) => string[];
-  /** Resolves once the graph holds every event the informers delivered so far. */
-  graphFlushed?: () => Promise<void>;
-  /** How long an Orphan deletion waits for watches that are behind (default 2 min). */
-  orphanWatchWaitMs?: number;
-}
+/** What carrying a decision out came to; settle() maps each onto the work queue. */
+type Outcome =
+  | { kind: 'done' }
+  /** The object decided on no longer exists (404 naming it, or its name holds another UID). */
+  | { kind: 'gone' }
+  /** The graph's copy cannot carry this decision (stale, or a write only a live read may make): decide again now, live. */
+  | { kind: 'decideLive' }
+  /** The object changed in a way the decision rests on: queue it to be decided again. */
+  | { kind: 'decideAgain' }
+  /** Conflicts on every attempt: try again with backoff. */
+  | { kind: 'retry' };
 
-export class UnresolvableKindError extends Error {}
-
-function resolve(ctx: GcContext, apiVersion: string, kind: string): ResourceInfo {
-  const r = ctx.mapper().resolve(apiVersion, kind);
-  if (!r) {
-    throw new UnresolvableKindError(
-      `cannot resolve ${apiVersion}, Kind=${kind} to a served resource; not deciding on this basis (retrying)`,
-    );
-  }
-  return r;
-}
-
-/** Objects already told about a problem, so a retried failure records one event, not one per retry. */
-const reported = new Map<string, true>();
-const REPORTED_CAPACITY = 10_000;
-
-/** A Warning event on an object, for a reason a user can fix; at most once per object and reason. */
-export function warnOnce(ctx: GcContext, uid: string, reason: string, note: string): void {
-  const key = `${uid}/${reason}`;
-  if (reported.has(key) || !ctx.events) return;
-  reported.set(key, true);
-  if (reported.size > REPORTED_CAPACITY) {
-    const oldest = reported.keys().next().value;
-    if (oldest !== undefined) reported.delete(oldest);
-  }
-  const n = ctx.graph.get(uid);
-  if (!n || n.virtual) return;
-  ctx.events.warning(
-    {
-      apiVersion: n.apiVersion,
-      kind: n.kind,
-      namespace: n.namespace || undefined,
-      name: n.name,
-      uid,
-    },
-    reason,
-    'GarbageCollect',
-    note,
-  );
-}
+const DONE: Outcome = { kind: 'done' };
 
 export async function attemptToDelete(ctx: GcContext, uid: string): Promise<ProcessResult> {
   try {
@@ -132,6 +89,33 @@ export async function attemptToDelete(ctx: GcContext, uid: string): Promise<Proc
 }
 
 async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<ProcessResult> {
+  let source: Gathered['source'] = 'graph';
+  for (;;) {
+    const gathered = await gather(ctx, uid, source);
+    if ('result' in gathered) return gathered;
+    const decision = gathered.deletingDependents
+      ? decideDeletingDependents(gathered.snap.dependents)
+      : decide({
+          live: gathered.meta,
+          owners: gathered.owners,
+          dependents: gathered.snap.dependents,
+        });
+    const outcome = await carryOut(ctx, gathered, decision);
+    if (outcome.kind === 'decideLive' && source === 'graph') {
+      source = 'live';
+      continue;
+    }
+    return settle(ctx, gathered, outcome);
+  }
+}
+
+// ---- gather ---------------------------------------------------------------
+
+async function gather(
+  ctx: GcContext,
+  uid: string,
+  source: Gathered['source'],
+): Promise<Gathered | ProcessResult> {
   const snap = ctx.graph.snapshot(uid);
   if (!snap) return done;
   if (snap.beingDeleted && !snap.deletingDependents) return done;
@@ -144,7 +128,7 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
   if (!snap.virtual && !snap.deletingDependents && snap.ownerReferences.length === 0) return done;
   let resource: ResourceInfo;
   try {
-    resource = resolve(ctx, snap.apiVersion, snap.kind);
+    resource = resolveKind(ctx, snap.apiVersion, snap.kind);
   } catch (err) {
     // An owner of an unknown kind: its dependents are kept, and told why.
     if (snap.virtual) {
@@ -160,41 +144,27 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
     for (const dep of snap.dependents) ctx.enqueueDelete(dep.uid);
     return done;
   }
-  const namespace = resource.namespaced ? snap.namespace : '';
-  const fromGraph = await deleteFromGraphCopy(ctx, snap, resource, namespace);
-  if (fromGraph) return fromGraph;
-  const live = await ctx.api.getMeta(resource, namespace, snap.name);
-  if (!live || live.uid !== uid) {
-    // Nothing with these coordinates and UID exists: the graph must learn it.
-    ctx.pushGraphEvent({
-      type: 'virtualDelete',
-      identity: { apiVersion: snap.apiVersion, kind: snap.kind, namespace, name: snap.name, uid },
-    });
-    return done;
+  if (source === 'graph') {
+    const fromGraph = await gatherFromGraph(ctx, snap, resource);
+    if (fromGraph) return fromGraph;
   }
-  const result = await decideAndAct(ctx, snap, resource, live);
-  // A node we know only as an owner, yet it exists: check again until its informer reports it.
-  if (result.result === 'done' && snap.virtual && ctx.graph.get(uid)?.virtual) return requeue();
-  return result;
+  return gatherLive(ctx, snap, resource);
 }
 
 /**
  * The cascade's fast path. When every owner is already known gone (the
- * absent-owner cache, filled only by observed deletes and live reads) or seen
+ * absent-owner cache, filled only by observed deletes and live reads), seen
  * by the informers in foreground deletion (irreversible: it ends with the
- * owner gone), the graph's copy of the object is enough to decide on: the
- * DELETE carries {uid, resourceVersion} preconditions, so the API server
- * applies it only to exactly the version decided on, and a 409 sends the
- * object the usual way (a live read, then a decision). One request per
- * dependent instead of two or three. Anything but a plain delete is left to
- * the live path, and so is every owner the graph cannot vouch for.
+ * owner gone), or seen alive (which only ever keeps the object), the graph's
+ * copy of the object is enough to decide on: one request per dependent
+ * instead of two or three. Undefined when the graph cannot vouch for every
+ * owner, or there is nothing to collect: then the object is read live.
  */
-async function deleteFromGraphCopy(
+async function gatherFromGraph(
   ctx: GcContext,
   snap: NodeSnapshot,
   resource: ResourceInfo,
-  namespace: string,
-): Promise<ProcessResult | undefined> {
+): Promise<Gathered | undefined> {
   if (
     ctx.dryRun ||
     snap.virtual ||
@@ -206,6 +176,7 @@ async function deleteFromGraphCopy(
   )
     return undefined;
   const decidedAt = performance.now();
+  const namespace = resource.namespaced ? snap.namespace : '';
   const copy: ObjectMeta = {
     uid: snap.uid,
     name: snap.name,
@@ -240,152 +211,216 @@ async function deleteFromGraphCopy(
     if (fresh.state !== 'waiting' && fresh.state !== 'dangling') return undefined;
     owners[i] = fresh;
   }
-  const decision = decide({ live: copy, owners, dependents: snap.dependents });
-  if (decision.action === 'removeOwnerReferences') {
-    // An owner the graph shows alive keeps the object; only references to
-    // owners known gone go, from exactly the copy decided on (a 409 sends it
-    // the live way). The graph may be late to show that owner gone too: then
-    // its delete event queues the object again, and keeping is the safe error.
-    const patched = await ctx.api.removeOwnerReferencesAt(resource, copy, decision.uids);
-    if (patched === 'conflict') return undefined;
-    if (patched === 'gone') return learnGone(ctx, resource, copy);
-    ctx.log.info('removed owner references', {
-      ...decisionFields(resource, copy, decision.reason, owners),
-      removed: decision.uids,
-      fromGraph: true,
+  return { snap, resource, meta: copy, source: 'graph', deletingDependents: false, owners };
+}
+
+/** The object read live, then each of its owners (the absent-owner cache first, as upstream). */
+async function gatherLive(
+  ctx: GcContext,
+  snap: NodeSnapshot,
+  resource: ResourceInfo,
+): Promise<Gathered | ProcessResult> {
+  const namespace = resource.namespaced ? snap.namespace : '';
+  const live = await ctx.api.getMeta(resource, namespace, snap.name);
+  if (!live || live.uid !== snap.uid) {
+    // Nothing with these coordinates and UID exists: the graph must learn it.
+    ctx.pushGraphEvent({
+      type: 'virtualDelete',
+      identity: {
+        apiVersion: snap.apiVersion,
+        kind: snap.kind,
+        namespace,
+        name: snap.name,
+        uid: snap.uid,
+      },
     });
     return done;
   }
-  if (decision.action !== 'delete' || decision.unblockOwnerReferences) return undefined;
-  const outcome = await ctx.api.delete(resource, copy, decision.policy, true);
-  if (outcome === 'conflict') return undefined;
-  if (outcome === 'gone') return learnGone(ctx, resource, copy);
-  reportDeleted(ctx, resource, decisionFields(resource, copy, decision.reason, owners), {
-    policy: decision.policy,
-    owners,
-    fromGraph: true,
-  });
-  return done;
-}
-
-interface OwnerRead {
-  sentAt: number;
-  read: Promise<ClassifiedOwner>;
-}
-/** Live reads of owners, by owner UID and dependent namespace: the one in flight and the one queued after it. */
-const ownerReads = new Map<string, { current: OwnerRead; next?: Promise<ClassifiedOwner> }>();
-
-/**
- * A live classification of an owner the graph shows waiting. In a foreground
- * cascade many dependents of one owner are decided at once. A read sent after
- * a dependent's decision began shows the API server as of then or later,
- * which is all the guarantee asks; so a decision joins the read in flight if
- * it was sent after the decision began, else the one read queued to be sent
- * when that one returns. One read per owner at a time serves every worker.
- */
-function readWaitingOwner(
-  ctx: GcContext,
-  dependent: ObjectMeta,
-  ref: OwnerReference,
-  decidedAt: number,
-): Promise<ClassifiedOwner> {
-  const key = `${ref.uid}|${dependent.namespace ?? ''}`;
-  const withRef = (o: ClassifiedOwner): ClassifiedOwner => ({ ...o, ref });
-  const send = (): OwnerRead => {
-    const r: OwnerRead = { sentAt: performance.now(), read: classifyOwner(ctx, dependent, ref) };
-    const settle = (): void => {
-      const slot = ownerReads.get(key);
-      if (slot?.current === r && !slot.next) ownerReads.delete(key);
-    };
-    r.read.then(settle, settle);
-    return r;
+  const gathered: Gathered = {
+    snap,
+    resource,
+    meta: live,
+    source: 'live',
+    deletingDependents: snap.deletingDependents,
+    owners: [],
   };
-  const slot = ownerReads.get(key);
-  if (!slot) {
-    const r = send();
-    ownerReads.set(key, { current: r });
-    return r.read;
+  if (snap.deletingDependents) return gathered;
+  // Already being deleted (the graph has not seen it yet): its own finalizers
+  // carry the delete on, and the update event will queue it if needed.
+  if (live.deletionTimestamp) return existsLive(ctx, snap);
+  for (const ref of live.ownerReferences ?? []) {
+    try {
+      gathered.owners.push(await classifyOwnerLive(ctx, live, ref));
+    } catch (err) {
+      if (err instanceof UnresolvableKindError) {
+        warnOnce(ctx, live.uid, 'OwnerRefUnresolvable', `${err.message}; kept`);
+        return failed(err);
+      }
+      throw err;
+    }
   }
-  if (slot.current.sentAt >= decidedAt) return slot.current.read.then(withRef);
-  slot.next ??= slot.current.read
-    .catch(() => undefined)
-    .then(() => {
-      const r = send();
-      slot.current = r;
-      slot.next = undefined;
-      return r.read;
-    });
-  return slot.next.then(withRef);
+  return gathered;
 }
 
-/** An owner reference the absent-owner cache knows to be gone, as upstream checks it first. */
-function knownAbsent(
+// ---- carry out ------------------------------------------------------------
+
+async function carryOut(
   ctx: GcContext,
-  dependentNamespace: string,
-  ref: OwnerReference,
-): ClassifiedOwner | undefined {
-  // An owner the informers observe alive wins over the cache: a UID recorded
-  // absent can come back (an etcd restore, an aggregated API that answered
-  // 404 for a while). Its entries are dropped and the owner is read live.
-  const observed = ctx.graph.get(ref.uid);
-  if (observed && !observed.virtual && refNamesOwner(ref, observed, dependentNamespace)) {
-    for (const ns of ['', dependentNamespace])
-      ctx.absent.delete(coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid));
-    return undefined;
+  g: Gathered,
+  decision: Decision | ForegroundDecision,
+): Promise<Outcome> {
+  const { resource, meta, owners } = g;
+  const fromGraph = g.source === 'graph';
+  switch (decision.action) {
+    case 'waitForDependents':
+      for (const dep of decision.queue) ctx.enqueueDelete(dep);
+      return DONE;
+    case 'removeForegroundFinalizer':
+      return finishForeground(ctx, resource, meta);
+    case 'none': {
+      // The graph vouches only for owners that lead to a write; anything else is read live.
+      if (fromGraph) return { kind: 'decideLive' };
+      const fields = decisionFields(resource, meta, decision.reason, owners);
+      if (owners.some((o) => o.state === 'invalid')) ctx.log.warn('not collecting object', fields);
+      else ctx.log.debug('keeping object', fields);
+      return DONE;
+    }
+    case 'removeOwnerReferences': {
+      const fields = decisionFields(resource, meta, decision.reason, owners);
+      if (ctx.dryRun) {
+        ctx.log.info('dry run: would remove owner references', {
+          ...fields,
+          remove: decision.uids,
+        });
+        return DONE;
+      }
+      // From the graph's copy: only references to owners known gone go, from
+      // exactly the version decided on (a 409 sends it the live way). The
+      // graph may be late to show the live owner gone too: then its delete
+      // event queues the object again, and keeping is the safe error.
+      const written = fromGraph
+        ? await ctx.api.removeOwnerReferencesAt(resource, meta, decision.uids)
+        : await ctx.api.removeOwnerReferences(resource, meta, decision.uids);
+      if (written.outcome === 'conflict') return { kind: 'decideLive' };
+      if (written.outcome === 'gone') return { kind: 'gone' };
+      ctx.log.info('removed owner references', {
+        ...fields,
+        removed: decision.uids,
+        ...(fromGraph ? { fromGraph } : {}),
+      });
+      return DONE;
+    }
+    case 'delete': {
+      const fields = decisionFields(resource, meta, decision.reason, owners);
+      if (ctx.dryRun) {
+        ctx.log.info('dry run: would delete', { ...fields, propagationPolicy: decision.policy });
+        ctx.metrics?.deletion?.(groupResource(resource), decision.policy, true);
+        return DONE;
+      }
+      let outcome: Outcome;
+      // The cycle breaker works from a live read only.
+      if (decision.unblockOwnerReferences)
+        outcome = fromGraph
+          ? { kind: 'decideLive' }
+          : await unblockThenDelete(ctx, resource, meta, decision.policy);
+      else outcome = await deleteObject(ctx, g, decision.policy);
+      if (outcome.kind === 'done')
+        reportDeleted(ctx, resource, fields, { policy: decision.policy, owners, fromGraph });
+      return outcome;
+    }
   }
-  // A cluster-scoped key, then one in the dependent's namespace.
-  for (const ns of ['', dependentNamespace]) {
-    const since = ctx.absent.goneSince(
-      coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid),
-    );
-    if (since !== undefined)
-      return { ref, state: 'dangling', detail: 'absent-owner-cache', goneSince: since };
-  }
-  return undefined;
 }
 
 /**
- * An owner as the informers observe it, under exactly the coordinates the
- * reference names: 'waiting' when seen with a deletionTimestamp and the
- * foregroundDeletion finalizer (irreversible: it ends with the owner gone);
- * 'solid' when not being deleted: it exists as far as the graph knows, which
- * only ever keeps the dependent (the one decision it can lead to is removing
- * references to other owners that are known gone). Anything else (virtual,
- * being deleted another way, other coordinates): undefined, for a live read.
+ * DELETE guarded by uid and the resourceVersion decided on. From the graph's
+ * copy a 409 means the copy was stale: decide again live. After a live read it
+ * is retried without resourceVersion if the owner references are unchanged
+ * (upstream #114603); otherwise the object is decided again.
  */
-function observedOwner(
+async function deleteObject(
   ctx: GcContext,
-  dependentNamespace: string,
-  ref: OwnerReference,
-): ClassifiedOwner | undefined {
-  const owner = ctx.graph.get(ref.uid);
-  if (!owner || owner.virtual || !refNamesOwner(ref, owner, dependentNamespace)) return undefined;
-  if (!owner.beingDeleted) return { ref, state: 'solid', detail: 'graph: owner-observed' };
-  if (owner.hasForegroundFinalizer)
-    return { ref, state: 'waiting', detail: 'graph: owner-deleting-dependents' };
-  return undefined;
+  g: Gathered,
+  policy: DeletionPropagation,
+): Promise<Outcome> {
+  const { resource, meta } = g;
+  const first = await ctx.api.delete(resource, meta, policy, 'uidAndResourceVersion');
+  if (first.outcome === 'gone') return { kind: 'gone' };
+  if (first.outcome === 'done') return DONE;
+  if (g.source === 'graph') return { kind: 'decideLive' };
+  const fresh = await ctx.api.getMeta(resource, meta.namespace, meta.name);
+  if (!fresh || fresh.uid !== meta.uid) return { kind: 'gone' };
+  if (!sameOwnerReferences(fresh.ownerReferences, meta.ownerReferences))
+    return { kind: 'decideAgain' };
+  const second = await ctx.api.delete(resource, fresh, policy, 'uid');
+  if (second.outcome === 'conflict') return { kind: 'retry' };
+  return second.outcome === 'gone' ? { kind: 'gone' } : DONE;
 }
 
-function decisionFields(
+/**
+ * The cycle breaker: set the object's own references' blockOwnerDeletion to
+ * false, then DELETE it (Foreground). Both writes are guarded by the version
+ * decided on: the PATCH by the resourceVersion read, the DELETE by the one the
+ * PATCH returned. A 409 on the PATCH is retried only when nothing but
+ * blockOwnerDeletion changed (nothing the decision rests on); any other
+ * change, or a 409 on the DELETE, means the object must be decided again (a
+ * controller may have given it a live owner meanwhile).
+ */
+async function unblockThenDelete(
+  ctx: GcContext,
   resource: ResourceInfo,
-  meta: ObjectMeta,
-  reason: string,
-  owners: ClassifiedOwner[],
-): Record<string, unknown> {
-  return {
+  live: ObjectMeta,
+  policy: DeletionPropagation,
+): Promise<Outcome> {
+  let current = live;
+  for (let attempt = 0; ; attempt++) {
+    const u = await ctx.api.unblockOwnerReferences(resource, current);
+    if (u.outcome === 'gone') return { kind: 'gone' };
+    if (u.outcome === 'done') {
+      current = u.meta;
+      break;
+    }
+    const fresh = await ctx.api.getMeta(resource, live.namespace, live.name);
+    if (!fresh || fresh.uid !== live.uid) return { kind: 'gone' };
+    if (attempt >= 4 || !onlyBlockOwnerDeletionChanged(live, fresh)) {
+      ctx.log.debug('object changed while breaking a cycle; deciding again', {
+        uid: live.uid,
+        name: live.name,
+      });
+      return { kind: 'decideAgain' };
+    }
+    current = fresh;
+  }
+  const deleted = await ctx.api.delete(resource, current, policy, 'uidAndResourceVersion');
+  if (deleted.outcome === 'conflict') return { kind: 'decideAgain' };
+  return deleted.outcome === 'gone' ? { kind: 'gone' } : DONE;
+}
+
+/** An owner in foreground deletion with no blocking dependent left: let it go. */
+async function finishForeground(
+  ctx: GcContext,
+  resource: ResourceInfo,
+  live: ObjectMeta,
+): Promise<Outcome> {
+  const fields = {
     resource: groupResource(resource),
-    namespace: meta.namespace ?? '',
-    name: meta.name,
-    uid: meta.uid,
-    reason,
-    owners: owners.map((o) => ({
-      kind: o.ref.kind,
-      name: o.ref.name,
-      uid: o.ref.uid,
-      state: o.state,
-      detail: o.detail,
-    })),
+    namespace: live.namespace ?? '',
+    name: live.name,
+    uid: live.uid,
   };
+  if (ctx.dryRun) {
+    ctx.log.info('dry run: would remove the foregroundDeletion finalizer', fields);
+    return DONE;
+  }
+  // Gone, or the finalizer already removed: the deletion is finishing either way.
+  await ctx.api.removeFinalizer(
+    resource,
+    live.namespace,
+    live.name,
+    live.uid,
+    FOREGROUND_FINALIZER,
+  );
+  ctx.log.info('foreground deletion finished: removed the foregroundDeletion finalizer', fields);
+  return DONE;
 }
 
 function reportDeleted(
@@ -405,221 +440,37 @@ function reportDeleted(
   if (lastGone !== undefined) ctx.metrics?.decisionLatency?.((Date.now() - lastGone) / 1000);
 }
 
-async function decideAndAct(
-  ctx: GcContext,
-  snap: NodeSnapshot,
-  resource: ResourceInfo,
-  live: ObjectMeta,
-): Promise<ProcessResult> {
-  if (snap.deletingDependents) return processDeletingDependents(ctx, snap, resource, live);
-  // Already being deleted (the graph has not seen it yet): its own finalizers
-  // carry the delete on, and the update event will queue it if needed.
-  if (live.deletionTimestamp) return done;
-  const refs = live.ownerReferences ?? [];
-  if (refs.length === 0) return done;
+// ---- settle ---------------------------------------------------------------
 
-  const owners: ClassifiedOwner[] = [];
-  for (const ref of refs) {
-    try {
-      owners.push(await classifyOwner(ctx, live, ref));
-    } catch (err) {
-      if (err instanceof UnresolvableKindError)
-        warnOnce(ctx, live.uid, 'OwnerRefUnresolvable', `${err.message}; kept`);
-      return failed(err);
-    }
-  }
-  const decision = decide({ live, owners, dependents: snap.dependents });
-  const fields = decisionFields(resource, live, decision.reason, owners);
-  switch (decision.action) {
-    case 'none':
-      if (owners.some((o) => o.state === 'invalid')) ctx.log.warn('not collecting object', fields);
-      else ctx.log.debug('keeping object', fields);
+/** The one place an outcome becomes a work-queue result. */
+function settle(ctx: GcContext, g: Gathered, outcome: Outcome): ProcessResult {
+  switch (outcome.kind) {
+    case 'gone':
+      learnGone(ctx, g.resource, g.meta);
       return done;
-    case 'removeOwnerReferences': {
-      if (ctx.dryRun) {
-        ctx.log.info('dry run: would remove owner references', {
-          ...fields,
-          remove: decision.uids,
-        });
-        return done;
-      }
-      await ctx.api.removeOwnerReferences(resource, live, decision.uids);
-      ctx.log.info('removed owner references', { ...fields, removed: decision.uids });
+    case 'decideAgain':
+      ctx.enqueueDelete(g.meta.uid);
       return done;
-    }
-    case 'delete':
-      return deleteObject(
-        ctx,
-        resource,
-        live,
-        decision.policy,
-        decision.unblockOwnerReferences,
-        fields,
-        owners,
-      );
+    case 'retry':
+      return requeue();
+    case 'decideLive':
+    case 'done':
+      return g.source === 'live' ? existsLive(ctx, g.snap) : done;
   }
 }
 
-async function classifyOwner(
-  ctx: GcContext,
-  live: ObjectMeta,
-  ref: OwnerReference,
-): Promise<ClassifiedOwner> {
-  const dependentNamespace = live.namespace ?? '';
-  // The absent-owner cache is checked before resolving the kind, as upstream does.
-  const gone = knownAbsent(ctx, dependentNamespace, ref);
-  if (gone) return gone;
-  const ownerResource = resolve(ctx, ref.apiVersion, ref.kind);
-  if (ownerResource.namespaced && !dependentNamespace) {
-    return { ref, state: 'invalid', detail: 'cluster-scoped dependent of a namespaced owner kind' };
-  }
-  const ownerNamespace = ownerResource.namespaced ? dependentNamespace : '';
-  const owner = await ctx.api.getMeta(ownerResource, ownerNamespace, ref.name);
-  const classified = classifyLookup(
-    ref,
-    owner
-      ? {
-          found: true,
-          uid: owner.uid,
-          deletionTimestamp: owner.deletionTimestamp,
-          finalizers: owner.finalizers,
-        }
-      : { found: false },
-  );
-  if (classified.state === 'dangling') {
-    classified.goneSince = Date.now();
-    ctx.absent.add(
-      coordinatesKey(ref.apiVersion, ref.kind, ownerNamespace, ref.name, ref.uid),
-      classified.goneSince,
-    );
-    reportInvalidNamespace(ctx, live, ref, ownerNamespace);
-  }
-  return classified;
+/** A node known only as an owner, yet it exists: look again until its informer reports it. */
+function existsLive(ctx: GcContext, snap: NodeSnapshot): ProcessResult {
+  return snap.virtual && ctx.graph.get(snap.uid)?.virtual ? requeue() : done;
 }
 
 /**
- * The owner's UID exists, but in another namespace: owner references cannot
- * cross namespaces, so the reference counts as absent and the dependent gets
- * a Warning event saying so (as upstream's reportInvalidNamespaceOwnerRef).
+ * A write answered 404 (or the name now holds another UID): the object
+ * decided on no longer exists. The graph must learn it even if its informer
+ * missed the event (a replaced informer, a compacted watch), or its
+ * dependents would wait for a delete event that never comes.
  */
-function reportInvalidNamespace(
-  ctx: GcContext,
-  live: ObjectMeta,
-  ref: OwnerReference,
-  lookedIn: string,
-): void {
-  const observed = ctx.graph.get(ref.uid);
-  if (!observed || observed.virtual || !lookedIn || observed.namespace === lookedIn) return;
-  const note = `ownerRef [${ref.apiVersion}/${ref.kind}, namespace: ${lookedIn}, name: ${ref.name}, uid: ${ref.uid}] does not exist in namespace "${lookedIn}"`;
-  ctx.log.warn('invalid cross-namespace owner reference', {
-    namespace: live.namespace ?? '',
-    name: live.name,
-    uid: live.uid,
-    owner: ref.uid,
-    ownerNamespace: observed.namespace,
-  });
-  const self = ctx.graph.get(live.uid);
-  ctx.events?.warning(
-    {
-      apiVersion: self?.apiVersion ?? 'v1',
-      kind: self?.kind ?? '',
-      namespace: live.namespace,
-      name: live.name,
-      uid: live.uid,
-    },
-    'OwnerRefInvalidNamespace',
-    'GarbageCollect',
-    note,
-  );
-}
-
-async function deleteObject(
-  ctx: GcContext,
-  resource: ResourceInfo,
-  live: ObjectMeta,
-  policy: DeletionPropagation,
-  unblock: boolean,
-  fields: Record<string, unknown>,
-  owners: ClassifiedOwner[],
-): Promise<ProcessResult> {
-  if (ctx.dryRun) {
-    ctx.log.info('dry run: would delete', { ...fields, propagationPolicy: policy });
-    ctx.metrics?.deletion?.(groupResource(resource), policy, true);
-    return done;
-  }
-  if (unblock) return unblockThenDelete(ctx, resource, live, policy, fields, owners);
-  let outcome = await ctx.api.delete(resource, live, policy, true);
-  if (outcome === 'conflict') {
-    // Changed since the read. Retry without resourceVersion only if the owner
-    // references are unchanged (upstream #114603); otherwise decide again.
-    const fresh = await ctx.api.getMeta(resource, live.namespace, live.name);
-    if (!fresh || fresh.uid !== live.uid) return learnGone(ctx, resource, live);
-    if (!sameOwnerReferences(fresh.ownerReferences, live.ownerReferences)) {
-      ctx.enqueueDelete(live.uid);
-      return done;
-    }
-    outcome = await ctx.api.delete(resource, fresh, policy, false);
-    if (outcome === 'conflict') return requeue();
-  }
-  if (outcome === 'gone') return learnGone(ctx, resource, live);
-  reportDeleted(ctx, resource, fields, { policy, owners, fromGraph: false });
-  return done;
-}
-
-/**
- * The cycle breaker: set the object's own references' blockOwnerDeletion to
- * false, then DELETE it (Foreground). Both writes are guarded by the version
- * decided on: the PATCH by the resourceVersion read, the DELETE by the one the
- * PATCH returned. A 409 on the PATCH is retried only when nothing but
- * blockOwnerDeletion changed (nothing the decision rests on); any other
- * change, or a 409 on the DELETE, means the object must be decided again (a
- * controller may have given it a live owner meanwhile).
- */
-async function unblockThenDelete(
-  ctx: GcContext,
-  resource: ResourceInfo,
-  live: ObjectMeta,
-  policy: DeletionPropagation,
-  fields: Record<string, unknown>,
-  owners: ClassifiedOwner[],
-): Promise<ProcessResult> {
-  let current = live;
-  for (let attempt = 0; ; attempt++) {
-    const u = await ctx.api.unblockOwnerReferences(resource, current);
-    if (u.outcome === 'gone') return learnGone(ctx, resource, live);
-    if (u.outcome === 'patched') {
-      current = u.meta;
-      break;
-    }
-    const fresh = await ctx.api.getMeta(resource, live.namespace, live.name);
-    if (!fresh || fresh.uid !== live.uid) return learnGone(ctx, resource, live);
-    if (attempt >= 4 || !onlyBlockOwnerDeletionChanged(live, fresh)) {
-      ctx.log.debug('object changed while breaking a cycle; deciding again', {
-        uid: live.uid,
-        name: live.name,
-      });
-      ctx.enqueueDelete(live.uid);
-      return done;
-    }
-    current = fresh;
-  }
-  const outcome = await ctx.api.delete(resource, current, policy, true);
-  if (outcome === 'conflict') {
-    ctx.enqueueDelete(live.uid);
-    return done;
-  }
-  if (outcome === 'gone') return learnGone(ctx, resource, live);
-  reportDeleted(ctx, resource, fields, { policy, owners, fromGraph: false });
-  return done;
-}
-
-/**
- * A DELETE or PATCH answered 404 (or the name now holds another UID): the
- * object decided on no longer exists. The graph must learn it even if its
- * informer missed the event (a replaced informer, a compacted watch), or
- * its dependents would wait for a delete event that never comes.
- */
-function learnGone(ctx: GcContext, resource: ResourceInfo, meta: ObjectMeta): ProcessResult {
+function learnGone(ctx: GcContext, resource: ResourceInfo, meta: ObjectMeta): void {
   const node = ctx.graph.get(meta.uid);
   ctx.pushGraphEvent({
     type: 'virtualDelete',
@@ -631,42 +482,4 @@ function learnGone(ctx: GcContext, resource: ResourceInfo, meta: ObjectMeta): Pr
       uid: meta.uid,
     },
   });
-  return done;
-}
-
-/** An owner in foreground deletion: finish it when no blocking dependent is left. */
-async function processDeletingDependents(
-  ctx: GcContext,
-  snap: NodeSnapshot,
-  resource: ResourceInfo,
-  live: ObjectMeta,
-): Promise<ProcessResult> {
-  const d = decideDeletingDependents(snap.dependents);
-  if (d.action === 'waitForDependents') {
-    for (const dep of d.queue) ctx.enqueueDelete(dep);
-    return done;
-  }
-  if (ctx.dryRun) {
-    ctx.log.info('dry run: would remove the foregroundDeletion finalizer', {
-      resource: groupResource(resource),
-      namespace: live.namespace ?? '',
-      name: live.name,
-      uid: live.uid,
-    });
-    return done;
-  }
-  await ctx.api.removeFinalizer(
-    resource,
-    live.namespace,
-    live.name,
-    live.uid,
-    FOREGROUND_FINALIZER,
-  );
-  ctx.log.info('foreground deletion finished: removed the foregroundDeletion finalizer', {
-    resource: groupResource(resource),
-    namespace: live.namespace ?? '',
-    name: live.name,
-    uid: live.uid,
-  });
-  return done;
 }

@@ -7,7 +7,7 @@ import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
 import { OwnershipGraph } from '../graph/graph.ts';
 import { Propagator, type GraphEvent } from '../graph/propagator.ts';
 import { createLogger } from '../log.ts';
-import type { GcContext } from './attempt-to-delete.ts';
+import { WorkerState, type GcContext } from './context.ts';
 import { attemptToOrphan } from './attempt-to-orphan.ts';
 import type { GcApi } from './operations.ts';
 import { ApiError } from '../api/client.ts';
@@ -38,11 +38,11 @@ function setup(behind: () => string[], waitMs = 60_000) {
   const api = {
     removeOwnerReferences: (_r: ResourceInfo, dep: { uid: string }) => {
       orphaned.push(dep.uid);
-      return Promise.resolve(true);
+      return Promise.resolve({ outcome: 'done' });
     },
     removeFinalizer: (_r: ResourceInfo, _ns: string | undefined, _name: string, uid: string) => {
       finalizersRemoved.push(uid);
-      return Promise.resolve();
+      return Promise.resolve({ outcome: 'done' });
     },
   } as unknown as GcApi;
   const logged: { level: string; msg: string }[] = [];
@@ -58,6 +58,7 @@ function setup(behind: () => string[], waitMs = 60_000) {
     enqueueDelete: () => undefined,
     log: createLogger('info', (l) => void logged.push(JSON.parse(l))),
     dryRun: false,
+    state: new WorkerState(),
     events: { warning: (_r, reason) => void warnings.push(reason) },
     watchesBehind: behind,
     graphFlushed: () => {

@@ -5,22 +5,16 @@ import { ApiError } from '../api/client.ts';
 import { groupResource } from '../api/resources.ts';
 import { ORPHAN_FINALIZER } from './decide.ts';
 import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
-import { warnOnce, type GcContext } from './attempt-to-delete.ts';
+import { warnOnce, type GcContext } from './context.ts';
 
 /** Dependents patched in parallel for one owner. */
 const ORPHAN_PARALLELISM = 20;
 export const DEFAULT_ORPHAN_WATCH_WAIT_MS = 120_000;
 const WATCH_RECHECK_MS = 500;
 
-/**
- * Owners waiting for watches to catch up: when the wait began and the
- * owner's resourceVersion then (the point every informer must have reached).
- */
-const waits = new Map<string, { since: number; rv: string; logged: boolean }>();
-
 export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const result = await orphan(ctx, uid);
-  if (result.result === 'done') waits.delete(uid);
+  if (result.result === 'done') ctx.state.orphanWaits.delete(uid);
   return result;
 }
 
@@ -35,10 +29,11 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   // #26120). Wait, bounded, until every watch has caught up with the owner's
   // Orphan deletion, then take the dependents.
   if (ctx.watchesBehind) {
-    let wait = waits.get(uid);
+    // When the wait began and the owner's resourceVersion then (the point every informer must have reached).
+    let wait = ctx.state.orphanWaits.get(uid);
     if (!wait) {
       wait = { since: Date.now(), rv: owner.resourceVersion, logged: false };
-      waits.set(uid, wait);
+      ctx.state.orphanWaits.set(uid, wait);
     }
     const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv);
     if (behind.length > 0) {
@@ -94,13 +89,12 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
       return;
     }
     try {
-      if (
-        await ctx.api.removeOwnerReferences(
-          r,
-          { uid: depUid, name: dep.name, namespace: dep.namespace || undefined },
-          [uid],
-        )
-      ) {
+      const written = await ctx.api.removeOwnerReferences(
+        r,
+        { uid: depUid, name: dep.name, namespace: dep.namespace || undefined },
+        [uid],
+      );
+      if (written.outcome === 'done') {
         ctx.metrics?.orphaning?.(groupResource(r), false);
       }
     } catch (err) {

@@ -20,12 +20,13 @@ import {
 } from '../informers/metadata-informer.ts';
 import type { Logger } from '../log.ts';
 import { WorkQueue, type WorkQueueMetrics } from '../queue/workqueue.ts';
+import { attemptToDelete } from './attempt-to-delete.ts';
 import {
-  attemptToDelete,
   UnresolvableKindError,
+  WorkerState,
   type GcContext,
   type GcMetricsHooks,
-} from './attempt-to-delete.ts';
+} from './context.ts';
 import { attemptToOrphan, DEFAULT_ORPHAN_WATCH_WAIT_MS } from './attempt-to-orphan.ts';
 import { apiEventRecorder } from './events.ts';
 import { GcApi, NotLeaderError } from './operations.ts';
@@ -158,6 +159,7 @@ export class GarbageCollector {
       enqueueDelete: (uid) => this.deleteQueue.add(uid),
       log,
       dryRun: this.opts.dryRun,
+      state: new WorkerState(),
       metrics,
       events: this.opts.dryRun
         ? undefined

@@ -21,8 +21,21 @@ import type { DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
 
+/**
+ * What every write answers: 'done'; 'gone' (a 404 naming the object, or its
+ * name now holds another UID); 'conflict' (409: the object changed since the
+ * version the write was computed from).
+ */
+export type WriteOutcome = { outcome: 'done' } | { outcome: 'gone' } | { outcome: 'conflict' };
+/** The unblock PATCH also hands back the object as it left it, to guard the DELETE that follows. */
 export type UnblockOutcome =
-  { outcome: 'patched'; meta: ObjectMeta } | { outcome: 'gone' } | { outcome: 'conflict' };
+  { outcome: 'done'; meta: ObjectMeta } | { outcome: 'gone' } | { outcome: 'conflict' };
+/** A DELETE's preconditions: the UID alone, or the UID and the resourceVersion decided on. */
+export type DeletePreconditions = 'uid' | 'uidAndResourceVersion';
+
+const DONE: WriteOutcome = { outcome: 'done' };
+const GONE: WriteOutcome = { outcome: 'gone' };
+const CONFLICT: WriteOutcome = { outcome: 'conflict' };
 
 export class GcApi {
   readonly client: KubeClient;
@@ -94,18 +107,15 @@ export class GcApi {
     }
   }
 
-  /**
-   * DELETE with preconditions. Returns 'deleted', 'gone' (404) or 'conflict'
-   * (409: the object changed since it was read).
-   */
+  /** DELETE with preconditions (409 'conflict': the object changed since the version in `meta`). */
   async delete(
     r: ResourceInfo,
     meta: ObjectMeta,
     policy: DeletionPropagation,
-    withResourceVersion: boolean,
-  ): Promise<'deleted' | 'gone' | 'conflict'> {
+    guard: DeletePreconditions,
+  ): Promise<WriteOutcome> {
     const preconditions: { uid: string; resourceVersion?: string } = { uid: meta.uid };
-    if (withResourceVersion && meta.resourceVersion)
+    if (guard === 'uidAndResourceVersion' && meta.resourceVersion)
       preconditions.resourceVersion = meta.resourceVersion;
     try {
       await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
@@ -117,10 +127,10 @@ export class GcApi {
         retryThrottled: false,
         beforeSend: this.beforeWrite,
       });
-      return 'deleted';
+      return DONE;
     } catch (err) {
-      if (isObjectNotFound(err, meta.name)) return 'gone';
-      if (isConflict(err)) return 'conflict';
+      if (isObjectNotFound(err, meta.name)) return GONE;
+      if (isConflict(err)) return CONFLICT;
       throw err;
     }
   }
@@ -129,13 +139,13 @@ export class GcApi {
    * Removes the owner references with these UIDs and nothing else. Strategic
    * merge patch (a `$patch: delete` per UID, guarded by the object's UID); for
    * custom resources, which do not support it (415), a JSON merge patch of the
-   * filtered list guarded by resourceVersion. Returns false if the object is gone.
+   * filtered list guarded by resourceVersion. 'done' or 'gone'.
    */
   async removeOwnerReferences(
     r: ResourceInfo,
     target: Pick<ObjectMeta, 'uid' | 'name' | 'namespace'>,
     uids: readonly string[],
-  ): Promise<boolean> {
+  ): Promise<WriteOutcome> {
     const path = objectPath(r, target.namespace, target.name);
     try {
       await this.client.request('PATCH', path, {
@@ -150,14 +160,14 @@ export class GcApi {
         verb: 'PATCH',
         beforeSend: this.beforeWrite,
       });
-      return true;
+      return DONE;
     } catch (err) {
-      if (isObjectNotFound(err, target.name)) return false;
+      if (isObjectNotFound(err, target.name)) return GONE;
       if (!(err instanceof ApiError && err.status === 415)) throw err;
     }
     // The merge patch replaces the whole list: compute it from a fresh read.
     const fresh = await this.getMeta(r, target.namespace, target.name);
-    if (!fresh || fresh.uid !== target.uid) return false;
+    if (!fresh || fresh.uid !== target.uid) return GONE;
     return this.mergePatchOwnerReferences(r, fresh, (refs) =>
       refs.filter((o) => !uids.includes(o.uid)),
     );
@@ -175,7 +185,7 @@ export class GcApi {
     r: ResourceInfo,
     meta: ObjectMeta,
     uids: readonly string[],
-  ): Promise<'patched' | 'gone' | 'conflict'> {
+  ): Promise<WriteOutcome> {
     if (!meta.resourceVersion) throw new Error('removeOwnerReferencesAt needs a resourceVersion');
     const path = objectPath(r, meta.namespace, meta.name);
     const guard = { uid: meta.uid, resourceVersion: meta.resourceVersion };
@@ -201,14 +211,14 @@ export class GcApi {
           verb: 'PATCH',
           beforeSend: this.beforeWrite,
         });
-        return 'patched';
+        return DONE;
       } catch (err) {
-        if (isObjectNotFound(err, meta.name)) return 'gone';
-        if (isConflict(err)) return 'conflict';
+        if (isObjectNotFound(err, meta.name)) return GONE;
+        if (isConflict(err)) return CONFLICT;
         if (!(err instanceof ApiError && err.status === 415)) throw err;
       }
     }
-    return 'conflict';
+    return CONFLICT;
   }
 
   /**
@@ -244,7 +254,7 @@ export class GcApi {
       const patched = trimMeta(res?.metadata);
       // Without the answer's resourceVersion the DELETE could not be guarded: decide again.
       if (!patched?.resourceVersion || patched.uid !== meta.uid) return { outcome: 'conflict' };
-      return { outcome: 'patched', meta: patched };
+      return { outcome: 'done', meta: patched };
     } catch (err) {
       if (isObjectNotFound(err, meta.name)) return { outcome: 'gone' };
       if (isConflict(err)) return { outcome: 'conflict' };
@@ -258,7 +268,7 @@ export class GcApi {
     change: (
       refs: NonNullable<ObjectMeta['ownerReferences']>,
     ) => NonNullable<ObjectMeta['ownerReferences']>,
-  ): Promise<boolean> {
+  ): Promise<WriteOutcome> {
     let current: ObjectMeta | undefined = meta;
     for (let attempt = 0; attempt < 5 && current; attempt++) {
       try {
@@ -275,9 +285,9 @@ export class GcApi {
           verb: 'PATCH',
           beforeSend: this.beforeWrite,
         });
-        return true;
+        return DONE;
       } catch (err) {
-        if (isObjectNotFound(err, current.name)) return false;
+        if (isObjectNotFound(err, current.name)) return GONE;
         if (!isConflict(err)) throw err;
         const fresh: ObjectMeta | undefined = await this.getMeta(
           r,
@@ -291,12 +301,13 @@ export class GcApi {
       throw new Error(
         `ownerReferences of ${meta.namespace ?? ''}/${meta.name} kept changing; will retry`,
       );
-    return false;
+    return GONE;
   }
 
   /**
    * Removes one finalizer: read, JSON merge patch of the finalizers with the
-   * resourceVersion read, retried on conflict. 404 (or another UID) counts as done.
+   * resourceVersion read, retried on conflict. 'gone': no such object (404,
+   * or another UID); 'done' also when the finalizer was already gone.
    */
   async removeFinalizer(
     r: ResourceInfo,
@@ -304,10 +315,11 @@ export class GcApi {
     name: string,
     uid: string,
     finalizer: string,
-  ): Promise<void> {
+  ): Promise<WriteOutcome> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const meta = await this.getMeta(r, namespace, name);
-      if (!meta || meta.uid !== uid || !meta.finalizers?.includes(finalizer)) return;
+      if (!meta || meta.uid !== uid) return GONE;
+      if (!meta.finalizers?.includes(finalizer)) return DONE;
       try {
         await this.client.request('PATCH', objectPath(r, namespace, name), {
           contentType: 'application/merge-patch+json',
@@ -322,9 +334,9 @@ export class GcApi {
           verb: 'PATCH',
           beforeSend: this.beforeWrite,
         });
-        return;
+        return DONE;
       } catch (err) {
-        if (isObjectNotFound(err, name)) return;
+        if (isObjectNotFound(err, name)) return GONE;
         if (!isConflict(err)) throw err;
       }
     }

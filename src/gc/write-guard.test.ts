@@ -111,9 +111,9 @@ test('a write waiting in the token bucket when the renew deadline passes never r
   try {
     await elector.run(() => (lost.at = performance.now()));
     const api = new GcApi(client, () => elector.mayWrite());
-    const first = api.delete(CONFIGMAPS, meta('first'), 'Background', true);
-    const queued = api.delete(CONFIGMAPS, meta('queued'), 'Background', true);
-    await expect(first).resolves.toBe('deleted');
+    const first = api.delete(CONFIGMAPS, meta('first'), 'Background', 'uidAndResourceVersion');
+    const queued = api.delete(CONFIGMAPS, meta('queued'), 'Background', 'uidAndResourceVersion');
+    await expect(first).resolves.toEqual({ outcome: 'done' });
     await expect(queued).rejects.toBeInstanceOf(NotLeaderError);
     expect(srv.seen.map((s) => s.url)).toEqual(['/api/v1/namespaces/ns/configmaps/first']);
     // The lease was given up at the deadline, while its renewal was still outstanding.
@@ -181,14 +181,14 @@ test('after an event-loop stall longer than the renew deadline, no write leaves,
   try {
     await elector.run(() => undefined);
     const api = new GcApi(client, () => elector.mayWrite());
-    await expect(api.delete(CONFIGMAPS, meta('before'), 'Background', true)).resolves.toBe(
-      'deleted',
-    );
+    await expect(
+      api.delete(CONFIGMAPS, meta('before'), 'Background', 'uidAndResourceVersion'),
+    ).resolves.toEqual({ outcome: 'done' });
     // The process was stopped for longer than the renew deadline; it resumes here.
     stall = 10_000;
-    await expect(api.delete(CONFIGMAPS, meta('after'), 'Background', true)).rejects.toBeInstanceOf(
-      NotLeaderError,
-    );
+    await expect(
+      api.delete(CONFIGMAPS, meta('after'), 'Background', 'uidAndResourceVersion'),
+    ).rejects.toBeInstanceOf(NotLeaderError);
     await expect(
       api.removeFinalizer(CONFIGMAPS, 'ns', 'after', 'uid-after', 'x'),
     ).rejects.toBeInstanceOf(NotLeaderError);
@@ -233,7 +233,9 @@ test('a DELETE answered 429 is not re-sent on the old decision: the caller gets 
   const client = await clientFor(srv.url, 0);
   try {
     const api = new GcApi(client, () => true);
-    await expect(api.delete(CONFIGMAPS, meta('dep'), 'Background', true)).rejects.toMatchObject({
+    await expect(
+      api.delete(CONFIGMAPS, meta('dep'), 'Background', 'uidAndResourceVersion'),
+    ).rejects.toMatchObject({
       status: 429,
     });
     expect(srv.seen).toHaveLength(1);

@@ -1,0 +1,141 @@
+// What the GC workers share: the context they decide in (the API, the graph,
+// the absent-owner cache, the queues' entry points) and the state they keep
+// between items. The state belongs to one GarbageCollector: two collectors in
+// a process (tests, a standby and a leader) never see each other's.
+import {
+  groupResource,
+  type ObjectMeta,
+  type ResourceInfo,
+  type RestMapper,
+} from '../api/resources.ts';
+import type { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
+import type { OwnershipGraph } from '../graph/graph.ts';
+import type { GraphEvent } from '../graph/propagator.ts';
+import type { Logger } from '../log.ts';
+import type { ClassifiedOwner, DeletionPropagation } from './decide.ts';
+import type { EventRecorder } from './events.ts';
+import type { GcApi } from './operations.ts';
+
+export interface GcMetricsHooks {
+  deletion?(resource: string, policy: DeletionPropagation, dryRun: boolean): void;
+  /** Seconds from the owner known gone to the dependent's DELETE issued. */
+  decisionLatency?(seconds: number): void;
+  orphaning?(resource: string, dryRun: boolean): void;
+}
+
+export interface GcContext {
+  api: GcApi;
+  graph: OwnershipGraph;
+  absent: AbsentOwnerCache;
+  mapper: () => RestMapper;
+  /** Feeds verified facts back to the single graph writer. */
+  pushGraphEvent: (e: GraphEvent) => void;
+  enqueueDelete: (uid: string) => void;
+  log: Logger;
+  dryRun: boolean;
+  /** What the workers remember between items (see WorkerState). */
+  state: WorkerState;
+  metrics?: GcMetricsHooks;
+  events?: EventRecorder;
+  /**
+   * The watched resources that might hold unseen dependents of an owner
+   * deleted with Orphan: those whose informer may not have reported every
+   * object that exists, or existed at resourceVersion `rv` (see attemptToOrphan).
+   */
+  watchesBehind?: (ownerNamespaced: boolean, rv: string) => string[];
+  /** Resolves once the graph holds every event the informers delivered so far. */
+  graphFlushed?: () => Promise<void>;
+  /** How long an Orphan deletion waits for watches that are behind (default 2 min). */
+  orphanWatchWaitMs?: number;
+}
+
+/** A live read of an owner, shared by the decisions it can serve (see owners.ts). */
+export interface OwnerRead {
+  sentAt: number;
+  read: Promise<ClassifiedOwner>;
+}
+
+/** An Orphan deletion waiting for watches: when the wait began and the owner's resourceVersion then. */
+export interface OrphanWait {
+  since: number;
+  rv: string;
+  logged: boolean;
+}
+
+const WARNED_CAPACITY = 10_000;
+
+/** The workers' memory between items, owned by one GarbageCollector. */
+export class WorkerState {
+  /** Objects already told about a problem (`uid/reason`), oldest first: one event per object and reason, not one per retry. */
+  readonly warned = new Set<string>();
+  /** Live reads of owners, by owner UID and dependent namespace: the one in flight and the one queued after it. */
+  readonly ownerReads = new Map<string, { current: OwnerRead; next?: Promise<ClassifiedOwner> }>();
+  /** Owners deleted with Orphan that wait for watches to catch up, by UID. */
+  readonly orphanWaits = new Map<string, OrphanWait>();
+
+  /** Records `key`; false if it was recorded already. Bounded: the oldest is forgotten first. */
+  firstWarning(key: string): boolean {
+    if (this.warned.has(key)) return false;
+    this.warned.add(key);
+    if (this.warned.size > WARNED_CAPACITY) {
+      const oldest = this.warned.values().next().value;
+      if (oldest !== undefined) this.warned.delete(oldest);
+    }
+    return true;
+  }
+}
+
+export class UnresolvableKindError extends Error {}
+
+/** The served resource of an apiVersion and kind; never decides on an unknown kind. */
+export function resolveKind(ctx: GcContext, apiVersion: string, kind: string): ResourceInfo {
+  const r = ctx.mapper().resolve(apiVersion, kind);
+  if (!r) {
+    throw new UnresolvableKindError(
+      `cannot resolve ${apiVersion}, Kind=${kind} to a served resource; not deciding on this basis (retrying)`,
+    );
+  }
+  return r;
+}
+
+/** A Warning event on an object, for a reason a user can fix; at most once per object and reason. */
+export function warnOnce(ctx: GcContext, uid: string, reason: string, note: string): void {
+  if (!ctx.events || !ctx.state.firstWarning(`${uid}/${reason}`)) return;
+  const n = ctx.graph.get(uid);
+  if (!n || n.virtual) return;
+  ctx.events.warning(
+    {
+      apiVersion: n.apiVersion,
+      kind: n.kind,
+      namespace: n.namespace || undefined,
+      name: n.name,
+      uid,
+    },
+    reason,
+    'GarbageCollect',
+    note,
+  );
+}
+
+/** The fields every log line about a decision carries. */
+export function decisionFields(
+  resource: ResourceInfo,
+  meta: ObjectMeta,
+  reason: string,
+  owners: readonly ClassifiedOwner[],
+): Record<string, unknown> {
+  return {
+    resource: groupResource(resource),
+    namespace: meta.namespace ?? '',
+    name: meta.name,
+    uid: meta.uid,
+    reason,
+    owners: owners.map((o) => ({
+      kind: o.ref.kind,
+      name: o.ref.name,
+      uid: o.ref.uid,
+      state: o.state,
+      detail: o.detail,
+    })),
+  };
+}

@@ -1,0 +1,180 @@
+// Classifying a dependent's owners, the input decide() needs about each: from
+// what the graph can vouch for (the absent-owner cache, owners the informers
+// observe), or from a live read of the owner. Every way an owner is classified
+// is here, so a reader sees in one place what each answer rests on.
+import type { ObjectMeta, OwnerReference } from '../api/resources.ts';
+import { coordinatesKey, refNamesOwner } from '../graph/graph.ts';
+import { resolveKind, type GcContext, type OwnerRead } from './context.ts';
+import { classifyLookup, type ClassifiedOwner } from './decide.ts';
+
+/** An owner reference the absent-owner cache knows to be gone, as upstream checks it first. */
+export function knownAbsent(
+  ctx: GcContext,
+  dependentNamespace: string,
+  ref: OwnerReference,
+): ClassifiedOwner | undefined {
+  // An owner the informers observe alive wins over the cache: a UID recorded
+  // absent can come back (an etcd restore, an aggregated API that answered
+  // 404 for a while). Its entries are dropped and the owner is read live.
+  const observed = ctx.graph.get(ref.uid);
+  if (observed && !observed.virtual && refNamesOwner(ref, observed, dependentNamespace)) {
+    for (const ns of ['', dependentNamespace])
+      ctx.absent.delete(coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid));
+    return undefined;
+  }
+  // A cluster-scoped key, then one in the dependent's namespace.
+  for (const ns of ['', dependentNamespace]) {
+    const since = ctx.absent.goneSince(
+      coordinatesKey(ref.apiVersion, ref.kind, ns, ref.name, ref.uid),
+    );
+    if (since !== undefined)
+      return { ref, state: 'dangling', detail: 'absent-owner-cache', goneSince: since };
+  }
+  return undefined;
+}
+
+/**
+ * An owner as the informers observe it, under exactly the coordinates the
+ * reference names: 'waiting' when seen with a deletionTimestamp and the
+ * foregroundDeletion finalizer (irreversible: it ends with the owner gone);
+ * 'solid' when not being deleted: it exists as far as the graph knows, which
+ * only ever keeps the dependent (the one decision it can lead to is removing
+ * references to other owners that are known gone). Anything else (virtual,
+ * being deleted another way, other coordinates): undefined, for a live read.
+ */
+export function observedOwner(
+  ctx: GcContext,
+  dependentNamespace: string,
+  ref: OwnerReference,
+): ClassifiedOwner | undefined {
+  const owner = ctx.graph.get(ref.uid);
+  if (!owner || owner.virtual || !refNamesOwner(ref, owner, dependentNamespace)) return undefined;
+  if (!owner.beingDeleted) return { ref, state: 'solid', detail: 'graph: owner-observed' };
+  if (owner.hasForegroundFinalizer)
+    return { ref, state: 'waiting', detail: 'graph: owner-deleting-dependents' };
+  return undefined;
+}
+
+/**
+ * An owner classified from a live read (after the absent-owner cache, as
+ * upstream does). A gone owner is recorded in the cache; an owner found in
+ * another namespace is reported as an invalid reference.
+ */
+export async function classifyOwnerLive(
+  ctx: GcContext,
+  dependent: ObjectMeta,
+  ref: OwnerReference,
+): Promise<ClassifiedOwner> {
+  const dependentNamespace = dependent.namespace ?? '';
+  const gone = knownAbsent(ctx, dependentNamespace, ref);
+  if (gone) return gone;
+  const ownerResource = resolveKind(ctx, ref.apiVersion, ref.kind);
+  if (ownerResource.namespaced && !dependentNamespace) {
+    return { ref, state: 'invalid', detail: 'cluster-scoped dependent of a namespaced owner kind' };
+  }
+  const ownerNamespace = ownerResource.namespaced ? dependentNamespace : '';
+  const owner = await ctx.api.getMeta(ownerResource, ownerNamespace, ref.name);
+  const classified = classifyLookup(
+    ref,
+    owner
+      ? {
+          found: true,
+          uid: owner.uid,
+          deletionTimestamp: owner.deletionTimestamp,
+          finalizers: owner.finalizers,
+        }
+      : { found: false },
+  );
+  if (classified.state === 'dangling') {
+    classified.goneSince = Date.now();
+    ctx.absent.add(
+      coordinatesKey(ref.apiVersion, ref.kind, ownerNamespace, ref.name, ref.uid),
+      classified.goneSince,
+    );
+    reportInvalidNamespace(ctx, dependent, ref, ownerNamespace);
+  }
+  return classified;
+}
+
+/**
+ * A live classification of an owner the graph shows waiting. In a foreground
+ * cascade many dependents of one owner are decided at once. A read sent after
+ * a dependent's decision began shows the API server as of then or later,
+ * which is all the guarantee asks; so a decision joins the read in flight if
+ * it was sent after the decision began, else the one read queued to be sent
+ * when that one returns. One read per owner at a time serves every worker.
+ */
+export function readWaitingOwner(
+  ctx: GcContext,
+  dependent: ObjectMeta,
+  ref: OwnerReference,
+  decidedAt: number,
+): Promise<ClassifiedOwner> {
+  const reads = ctx.state.ownerReads;
+  const key = `${ref.uid}|${dependent.namespace ?? ''}`;
+  const withRef = (o: ClassifiedOwner): ClassifiedOwner => ({ ...o, ref });
+  const send = (): OwnerRead => {
+    const r: OwnerRead = {
+      sentAt: performance.now(),
+      read: classifyOwnerLive(ctx, dependent, ref),
+    };
+    const settle = (): void => {
+      const slot = reads.get(key);
+      if (slot?.current === r && !slot.next) reads.delete(key);
+    };
+    r.read.then(settle, settle);
+    return r;
+  };
+  const slot = reads.get(key);
+  if (!slot) {
+    const r = send();
+    reads.set(key, { current: r });
+    return r.read;
+  }
+  if (slot.current.sentAt >= decidedAt) return slot.current.read.then(withRef);
+  slot.next ??= slot.current.read
+    .catch(() => undefined)
+    .then(() => {
+      const r = send();
+      slot.current = r;
+      slot.next = undefined;
+      return r.read;
+    });
+  return slot.next.then(withRef);
+}
+
+/**
+ * The owner's UID exists, but in another namespace: owner references cannot
+ * cross namespaces, so the reference counts as absent and the dependent gets
+ * a Warning event saying so (as upstream's reportInvalidNamespaceOwnerRef).
+ */
+function reportInvalidNamespace(
+  ctx: GcContext,
+  dependent: ObjectMeta,
+  ref: OwnerReference,
+  lookedIn: string,
+): void {
+  const observed = ctx.graph.get(ref.uid);
+  if (!observed || observed.virtual || !lookedIn || observed.namespace === lookedIn) return;
+  const note = `ownerRef [${ref.apiVersion}/${ref.kind}, namespace: ${lookedIn}, name: ${ref.name}, uid: ${ref.uid}] does not exist in namespace "${lookedIn}"`;
+  ctx.log.warn('invalid cross-namespace owner reference', {
+    namespace: dependent.namespace ?? '',
+    name: dependent.name,
+    uid: dependent.uid,
+    owner: ref.uid,
+    ownerNamespace: observed.namespace,
+  });
+  const self = ctx.graph.get(dependent.uid);
+  ctx.events?.warning(
+    {
+      apiVersion: self?.apiVersion ?? 'v1',
+      kind: self?.kind ?? '',
+      namespace: dependent.namespace,
+      name: dependent.name,
+      uid: dependent.uid,
+    },
+    'OwnerRefInvalidNamespace',
+    'GarbageCollect',
+    note,
+  );
+}

@@ -71,6 +71,8 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   };
 
   const errors: string[] = [];
+  /** The longest Retry-After of a throttled dependent PATCH (writes are not re-sent on an old decision). */
+  let throttledMs: number | undefined;
   // Each dependent is one guarded patch (a `$patch: delete` of this UID, a
   // no-op where the reference is already gone), several at a time.
   const dependents = ctx.graph.dependents(uid);
@@ -98,6 +100,10 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
         ctx.metrics?.orphaning?.(groupResource(r), false);
       }
     } catch (err) {
+      if (err instanceof ApiError && err.status === 429) {
+        throttledMs = Math.max(throttledMs ?? 0, err.retryAfterMs ?? 1000);
+        return;
+      }
       errors.push((err as Error).message);
       // RBAC (or an admission policy) refuses: say so where the user looks,
       // on the dependent and on the owner its orphan finalizer holds.
@@ -124,6 +130,8 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   );
   if (errors.length > 0)
     return failed(new Error(`orphaning dependents failed: ${errors.join('; ')}`));
+  // Throttled: the owner is looked at again (its dependents read again from the graph) after Retry-After.
+  if (throttledMs !== undefined) return retryAfter(throttledMs);
   if (ctx.dryRun) return done;
   try {
     await ctx.api.removeFinalizer(
@@ -134,6 +142,7 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
       ORPHAN_FINALIZER,
     );
   } catch (err) {
+    if (err instanceof ApiError && err.status === 429) return retryAfter(err.retryAfterMs ?? 1000);
     if (err instanceof ApiError && err.status === 403)
       warnOnce(
         ctx,

@@ -57,8 +57,17 @@ export class GcApi {
     if (!this.allowWrites()) throw new NotLeaderError('not the leader: writes are stopped');
   }
 
-  /** `beforeSend` of every PATCH and DELETE. */
-  private readonly beforeWrite = (): void => this.guard();
+  /**
+   * What every PATCH and DELETE is sent with. The write guard as its
+   * `beforeSend`; and no re-send after a 429: every write here carries a
+   * decision made before the wait (an owner may have been switched to Orphan
+   * since), so the 429 goes back to the work queue and the object is decided
+   * again after the server's Retry-After.
+   */
+  private readonly writeOptions = {
+    beforeSend: (): void => this.guard(),
+    retryThrottled: false,
+  } as const;
 
   /**
    * Live metadata of one object, or undefined if it does not exist.
@@ -121,11 +130,7 @@ export class GcApi {
       await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: policy, preconditions },
         verb: 'DELETE',
-        // A throttled DELETE is not re-sent seconds later on a decision made
-        // before the wait (an owner may have been switched to Orphan since):
-        // the 429 goes back to the work queue and the object is decided again.
-        retryThrottled: false,
-        beforeSend: this.beforeWrite,
+        ...this.writeOptions,
       });
       return DONE;
     } catch (err) {
@@ -158,7 +163,7 @@ export class GcApi {
         },
         accept: METADATA_ACCEPT,
         verb: 'PATCH',
-        beforeSend: this.beforeWrite,
+        ...this.writeOptions,
       });
       return DONE;
     } catch (err) {
@@ -209,7 +214,7 @@ export class GcApi {
           body: { metadata },
           accept: METADATA_ACCEPT,
           verb: 'PATCH',
-          beforeSend: this.beforeWrite,
+          ...this.writeOptions,
         });
         return DONE;
       } catch (err) {
@@ -248,7 +253,7 @@ export class GcApi {
           },
           accept: METADATA_ACCEPT,
           verb: 'PATCH',
-          beforeSend: this.beforeWrite,
+          ...this.writeOptions,
         },
       );
       const patched = trimMeta(res?.metadata);
@@ -283,7 +288,7 @@ export class GcApi {
           },
           accept: METADATA_ACCEPT,
           verb: 'PATCH',
-          beforeSend: this.beforeWrite,
+          ...this.writeOptions,
         });
         return DONE;
       } catch (err) {
@@ -332,7 +337,7 @@ export class GcApi {
           },
           accept: METADATA_ACCEPT,
           verb: 'PATCH',
-          beforeSend: this.beforeWrite,
+          ...this.writeOptions,
         });
         return DONE;
       } catch (err) {

@@ -127,6 +127,8 @@ test('a write waiting in the token bucket when the renew deadline passes never r
   }
 });
 
+// GcApi's writes are never re-sent after a 429 (see below); the client's
+// retry still checks the guard for the writes it does re-send (Event POSTs).
 test('a write waiting out a 429 Retry-After when writes stop is not retried', async () => {
   let allowed = true;
   const srv = await serve(() => {
@@ -136,9 +138,14 @@ test('a write waiting out a 429 Retry-After when writes stop is not retried', as
   });
   const client = await clientFor(srv.url, 0);
   try {
-    const api = new GcApi(client, () => allowed);
+    const guard = (): void => {
+      if (!allowed) throw new NotLeaderError('not the leader');
+    };
     await expect(
-      api.removeOwnerReferences(CONFIGMAPS, meta('dep'), ['uid-owner']),
+      client.request('POST', '/apis/events.k8s.io/v1/namespaces/ns/events', {
+        body: {},
+        beforeSend: guard,
+      }),
     ).rejects.toBeInstanceOf(NotLeaderError);
     expect(srv.seen).toHaveLength(1);
   } finally {
@@ -238,6 +245,29 @@ test('a DELETE answered 429 is not re-sent on the old decision: the caller gets 
     ).rejects.toMatchObject({
       status: 429,
     });
+    expect(srv.seen).toHaveLength(1);
+  } finally {
+    client.close();
+    await srv.close();
+  }
+});
+
+// Issue 19, item 4: every write carries a decision, so none is re-sent after Retry-After.
+test.each([
+  ['the unblock PATCH', (api: GcApi) => api.unblockOwnerReferences(CONFIGMAPS, meta('dep'))],
+  [
+    'the guarded owner-reference PATCH',
+    (api: GcApi) => api.removeOwnerReferencesAt(CONFIGMAPS, meta('dep'), ['uid-owner']),
+  ],
+  [
+    'the orphaning PATCH',
+    (api: GcApi) => api.removeOwnerReferences(CONFIGMAPS, meta('dep'), ['uid-owner']),
+  ],
+])('%s answered 429 is not re-sent on the old decision', async (_name, write) => {
+  const srv = await serve(() => ({ status: 429, headers: { 'retry-after': '1' } }));
+  const client = await clientFor(srv.url, 0);
+  try {
+    await expect(write(new GcApi(client, () => true))).rejects.toMatchObject({ status: 429 });
     expect(srv.seen).toHaveLength(1);
   } finally {
     client.close();

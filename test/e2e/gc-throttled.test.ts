@@ -15,7 +15,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { grantClusterAdmin, userKubeconfig, type Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient } from '../../src/api/client.ts';
+import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
 import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
 import { createLogger } from '../../src/log.ts';
 import {
@@ -54,9 +54,13 @@ let holding = false;
 let release: () => void = () => undefined;
 /** kubegc's DELETEs of ConfigMaps answered 429, by path. */
 const rejected: string[] = [];
+/** kubegc's PATCHes answered 429. */
+let patchesRejected = 0;
+/** The cycle-breaker test's hook, run before each of kubegc's requests. */
+let interceptCycle: ((r: InterceptedRequest) => Promise<void>) | undefined;
 
-/** Every DELETE of a ConfigMap by USER or kubegc is rejected (no seats: nominal shares 0, nothing to borrow). */
-async function rejectDeletes(): Promise<void> {
+/** Every DELETE (and any other of `verbs`) of a ConfigMap by USER or kubegc is rejected (no seats: nominal shares 0, nothing to borrow). */
+async function rejectDeletes(verbs: string[] = ['delete']): Promise<void> {
   const admin = c.kc.makeApiClient(k8s.CustomObjectsApi);
   await admin.createClusterCustomObject({
     group: 'flowcontrol.apiserver.k8s.io',
@@ -97,7 +101,7 @@ async function rejectDeletes(): Promise<void> {
             ],
             resourceRules: [
               {
-                verbs: ['delete'],
+                verbs,
                 apiGroups: [''],
                 resources: ['configmaps'],
                 namespaces: ['*'],
@@ -193,6 +197,7 @@ beforeAll(async () => {
   client = await KubeClient.create(await kubegcKubeConfig(cluster), {
     userAgent: 'kubegc-e2e-throttled',
     intercept: async (r) => {
+      await interceptCycle?.(r);
       if (!r.path.endsWith('/configmaps/d')) return;
       if (r.method === 'DELETE') deletesOfD++;
       const after = holdPatchesOfDAfter;
@@ -204,6 +209,7 @@ beforeAll(async () => {
     },
     onRequest: (verb, status) => {
       if (verb === 'DELETE' && status === 429) rejected.push(verb);
+      if (verb === 'PATCH' && status === 429) patchesRejected++;
     },
   });
   gc = new GarbageCollector(
@@ -305,4 +311,171 @@ test('a DELETE answered 429, its owner switched to Orphan before a retry: the de
   const dep = await read(c, d);
   expect(dep).toBeDefined();
   expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
+});
+
+/** The seat holder's ConfigMap, and the webhook seen called for its DELETE. */
+async function holdSeat(ns: string): Promise<void> {
+  await c.core.createNamespacedConfigMap({
+    namespace: ns,
+    body: { metadata: { name: 'seat', labels: { [HOLD_LABEL]: 'true' } } },
+  });
+  await waitFor('the webhook to be called (a dry-run DELETE)', async () => {
+    const before = reviews;
+    await c.core.deleteNamespacedConfigMap({ name: 'seat', namespace: ns, dryRun: 'All' });
+    return reviews > before;
+  });
+}
+
+// Issue 19, item 4: the cycle breaker's unblock PATCH was re-sent by the
+// client after Retry-After, on the decision made before the wait, and the
+// Foreground DELETE followed at once. This test failed on the code before the fix.
+test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orphan during the wait: X is orphaned, not deleted", async () => {
+  const ns = await testNamespace(c.core, 'throttled-unblock');
+  const HOLD = 'e2e.kubegc.io/hold';
+  // A -> X -> Y -> Z, every reference blocking; Y in foreground deletion, held there by Z.
+  const a = await configMap(c, ns, 'a');
+  const x = await configMap(c, ns, 'x', [ownerRef(a, { blockOwnerDeletion: true })]);
+  const y = await configMap(c, ns, 'y', [ownerRef(x, { blockOwnerDeletion: true })]);
+  const zObj = await c.core.createNamespacedConfigMap({
+    namespace: ns,
+    body: {
+      metadata: {
+        name: 'z',
+        finalizers: [HOLD],
+        ownerReferences: [ownerRef(y, { blockOwnerDeletion: true })],
+      },
+    },
+  });
+  const zUid = zObj.metadata?.uid ?? '';
+  await waitFor('the graph to observe A, X, Y and Z', () =>
+    Promise.resolve([a.uid, x.uid, y.uid, zUid].every((u) => gc.graph.get(u)?.virtual === false)),
+  );
+  await c.core.deleteNamespacedConfigMap({
+    name: 'y',
+    namespace: ns,
+    body: { propagationPolicy: 'Foreground' },
+  });
+  await waitFor('Y deleting its dependents and Z held in deletion', () =>
+    Promise.resolve(
+      gc.graph.get(y.uid)?.deletingDependents === true && gc.graph.get(zUid)?.beingDeleted,
+    ),
+  );
+  await holdSeat(ns);
+  await rejectDeletes(['delete', 'patch']);
+  let held: Promise<unknown> | undefined;
+  const unblockOfX = (r: InterceptedRequest): boolean =>
+    r.method === 'PATCH' &&
+    r.path.endsWith(`/namespaces/${ns}/configmaps/x`) &&
+    JSON.stringify(r.body).includes('"blockOwnerDeletion":false');
+  /** Set once A is switched to Orphan; resolved once the squeeze is lifted. */
+  let lifted: Promise<void> | undefined;
+  let unblocks = 0;
+  let deletesOfX = 0;
+  const lift = async (): Promise<void> => {
+    await waitFor('the unblock PATCH to be answered 429', () =>
+      Promise.resolve(patchesRejected > 0),
+    );
+    await allowDeletes();
+    release();
+    await held?.catch(() => undefined);
+    // The API server lets kubegc's PATCHes through again.
+    await waitFor("USER's PATCHes to be let through", async () => {
+      try {
+        await asUser.patchNamespacedConfigMap(
+          { name: 'a', namespace: ns, body: { metadata: { labels: { seen: 'yes' } } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+        );
+        return true;
+      } catch (err) {
+        if (statusOf(err) === 429) return false;
+        // A is gone already (orphaned and deleted): PATCHes are answered again.
+        return statusOf(err) === 404;
+      }
+    });
+  };
+  interceptCycle = async (r) => {
+    const aboutX = r.path.endsWith(`/namespaces/${ns}/configmaps/x`);
+    if (r.method === 'DELETE' && aboutX) deletesOfX++;
+    if (unblockOfX(r) && unblocks++ === 0) {
+      // The decision to unblock and delete X is made (A waits for it); before
+      // its PATCH leaves, A is switched to Orphan. The PATCH is then refused (429).
+      await c.core.deleteNamespacedConfigMap({
+        name: 'a',
+        namespace: ns,
+        body: { propagationPolicy: 'Orphan' },
+      });
+      lifted = lift();
+      return;
+    }
+    // Anything else kubegc sends after that waits until the squeeze is lifted,
+    // and the orphaning PATCH of X until a DELETE of X went out (5 s at most), so a
+    // PATCH re-sent on the old decision finds X unchanged.
+    if (lifted && aboutX) {
+      await lifted;
+      if (r.method === 'PATCH' && !unblockOfX(r))
+        await waitFor('a DELETE of X', () => Promise.resolve(deletesOfX > 0), {
+          timeoutMs: 5_000,
+          intervalMs: 50,
+        }).catch(() => undefined);
+    }
+  };
+  try {
+    await waitFor('the FlowSchema to take effect', async () => {
+      const fs = (await c.kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({
+        group: 'flowcontrol.apiserver.k8s.io',
+        version: 'v1',
+        plural: 'flowschemas',
+        name: SQUEEZE,
+      })) as { status?: { conditions?: { type: string; status: string }[] } };
+      return fs.status?.conditions?.some((x) => x.type === 'Dangling' && x.status === 'False');
+    });
+    held = asUser.deleteNamespacedConfigMap({ name: 'seat', namespace: ns });
+    held.catch(() => undefined);
+    await waitFor('the seat holder to reach the webhook', () => Promise.resolve(holding));
+    await waitFor("USER's PATCHes to be rejected", async () => {
+      try {
+        await asUser.patchNamespacedConfigMap(
+          { name: 'a', namespace: ns, body: { metadata: { labels: { probe: 'yes' } } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+        );
+        return false;
+      } catch (err) {
+        return statusOf(err) === 429;
+      }
+    });
+    patchesRejected = 0;
+    await c.core.deleteNamespacedConfigMap({
+      name: 'a',
+      namespace: ns,
+      body: { propagationPolicy: 'Foreground' },
+    });
+    await waitFor('kubegc to try to unblock X', () => Promise.resolve(unblocks > 0), {
+      timeoutMs: 30_000,
+    });
+    await lifted;
+    await waitFor('A to be gone', () => isGone(c, a), { timeoutMs: 60_000 });
+    await waitFor('X to be orphaned or deleted', async () => {
+      const now = await read(c, x);
+      return (
+        now === undefined ||
+        now.metadata?.deletionTimestamp !== undefined ||
+        !(now.metadata?.ownerReferences ?? []).some((o) => o.uid === a.uid)
+      );
+    });
+    const now = await read(c, x);
+    expect(now).toBeDefined();
+    expect(now?.metadata?.deletionTimestamp).toBeUndefined();
+    expect(deletesOfX).toBe(0);
+  } finally {
+    interceptCycle = undefined;
+    await allowDeletes();
+    release();
+    await held?.catch(() => undefined);
+    await c.core
+      .patchNamespacedConfigMap(
+        { name: 'z', namespace: ns, body: { metadata: { finalizers: null } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      )
+      .catch(() => undefined);
+  }
 });

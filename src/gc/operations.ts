@@ -10,13 +10,14 @@ import {
   isObjectNotFound,
   type KubeClient,
 } from '../api/client.ts';
+import { fieldEquals } from '../api/field-selector.ts';
 import {
   collectionPath,
   objectPath,
   type ObjectMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
-import { trimMeta } from '../api/resources.ts';
+import { trimMeta, type RawMeta } from '../api/resources.ts';
 import type { DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
@@ -79,6 +80,13 @@ export class GcApi {
    * `nodes/proxy` (the kubelet's API, exec included), `pods/log`,
    * `pods/exec`, `services/proxy`. A resource that cannot be listed is read
    * with a GET.
+   *
+   * The name is escaped in the selector (names of some kinds, RBAC's among
+   * them, may hold `,` `=` `\`). The answer is taken strictly: absent only
+   * for zero items and no continue token. More than one item, an item of
+   * another name, or a continue token (a server, an aggregated API say, that
+   * ignored the selector and paged) throw: "absent" would let kubegc delete
+   * the dependents of an owner that exists.
    */
   async getMeta(
     r: ResourceInfo,
@@ -87,15 +95,33 @@ export class GcApi {
   ): Promise<ObjectMeta | undefined> {
     if (!r.verbs.includes('list')) return this.getMetaByGet(r, namespace, name);
     const list = await this.client.request<{
+      metadata?: { continue?: string };
       items?: { metadata?: Parameters<typeof trimMeta>[0] }[];
     }>('GET', collectionPath(r, r.namespaced ? namespace : undefined), {
-      query: { fieldSelector: `metadata.name=${name}` },
+      query: { fieldSelector: fieldEquals('metadata.name', name) },
       accept: METADATA_LIST_ACCEPT,
       verb: 'GET',
     });
-    // The selector matches the name exactly; the check guards against a server that ignored it.
-    const item = (list.items ?? []).find((i) => i.metadata?.name === name);
-    return item ? trimMeta(item.metadata) : undefined;
+    const items = list.items ?? [];
+    const what = `${r.resource}${r.group ? `.${r.group}` : ''} ${namespace && r.namespaced ? `${namespace}/` : ''}${name}`;
+    const unexpected = (why: string): Error =>
+      new Error(`live read of ${what} by field selector: ${why}; cannot tell whether it exists`);
+    if (list.metadata?.continue)
+      throw unexpected(
+        `the answer has a continue token (${items.length} item(s) on its first page)`,
+      );
+    if (items.length > 1) throw unexpected(`the answer has ${items.length} items, not one`);
+    const [item] = items;
+    if (!item) return undefined;
+    if (item.metadata?.name !== name)
+      throw unexpected(`the answer is an object named ${JSON.stringify(item.metadata?.name)}`);
+    if (r.namespaced && namespace && item.metadata.namespace !== namespace)
+      throw unexpected(
+        `the answer is an object in namespace ${JSON.stringify(item.metadata.namespace)}`,
+      );
+    const meta = trimMeta(item.metadata);
+    if (!meta) throw unexpected('the item has no usable metadata');
+    return meta;
   }
 
   private async getMetaByGet(
@@ -114,6 +140,39 @@ export class GcApi {
       if (isObjectNotFound(err, name)) return undefined;
       throw err;
     }
+  }
+
+  /**
+   * The objects of resource `r` (in `namespace`, or everywhere) that name
+   * `ownerUid` among their owner references, from a consistent read: a
+   * paginated metadata-only LIST without resourceVersion, which etcd answers
+   * as of now (every page from the first page's snapshot). What the orphan
+   * worker reads for a resource whose watch cannot yet show that it has
+   * delivered everything up to an owner's deletion.
+   */
+  async listDependents(
+    r: ResourceInfo,
+    namespace: string | undefined,
+    ownerUid: string,
+  ): Promise<ObjectMeta[]> {
+    const found: ObjectMeta[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await this.client.request<{
+        metadata?: { continue?: string };
+        items?: { metadata?: RawMeta }[];
+      }>('GET', collectionPath(r, r.namespaced ? namespace : undefined), {
+        query: { limit: 500, continue: cont },
+        accept: METADATA_LIST_ACCEPT,
+        verb: 'LIST',
+      });
+      for (const item of page.items ?? []) {
+        const meta = trimMeta(item.metadata);
+        if (meta?.ownerReferences?.some((o) => o.uid === ownerUid)) found.push(meta);
+      }
+      cont = page.metadata?.continue || undefined;
+    } while (cont);
+    return found;
   }
 
   /** DELETE with preconditions (409 'conflict': the object changed since the version in `meta`). */

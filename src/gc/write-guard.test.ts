@@ -298,13 +298,13 @@ describe('GcApi.getMeta: a LIST of one name', () => {
     }
   });
 
-  test('an empty list: the object does not exist; an item of another name is not taken for it', async () => {
+  test('an empty list: the object does not exist; an item of another name is not taken for it (nor for "absent")', async () => {
     const srv = await serve((_s, n) => page(n === 1 ? [] : ['other']));
     const client = await clientFor(srv.url, 0);
     try {
       const api = new GcApi(client);
       await expect(api.getMeta(CONFIGMAPS, 'ns', 'a')).resolves.toBeUndefined();
-      await expect(api.getMeta(CONFIGMAPS, 'ns', 'a')).resolves.toBeUndefined();
+      await expect(api.getMeta(CONFIGMAPS, 'ns', 'a')).rejects.toThrow('named "other"');
     } finally {
       client.close();
       await srv.close();

@@ -3,6 +3,7 @@
 // complete list counts: any failure means "unknown", and nothing is removed
 // on the strength of it.
 import { METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
+import { fieldEquals } from '../api/field-selector.ts';
 
 export interface PodLister {
   /**
@@ -28,7 +29,7 @@ export function apiPodLister(client: KubeClient, nodeName: string, pageSize = 50
       do {
         const page = await client.request<PodMetadataList>('GET', '/api/v1/pods', {
           query: {
-            fieldSelector: `spec.nodeName=${nodeName}`,
+            fieldSelector: fieldEquals('spec.nodeName', nodeName),
             limit: pageSize,
             continue: token,
           },

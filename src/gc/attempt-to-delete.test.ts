@@ -639,7 +639,7 @@ test('the graph-copy DELETE finds the object gone (404): the graph learns it and
   await attemptToDelete(t.ctx, 'd');
 
   expect(t.deletes.map((d) => d.name)).toEqual(['dep']);
-  expect(t.graph.has('d')).toBe(false);
+  expect(t.graph.get('d')?.virtual).toBe(true); // its dependent still names it
   expect(t.queued).toEqual(['c']);
 });
 
@@ -688,4 +688,17 @@ test('a DELETE answered 429: decided again after the Retry-After the server gave
   expect(await attemptToDelete(t.ctx, 'd')).toEqual({ result: 'retryAfter', delayMs: 2000 });
   expect(t.api.delete).toHaveBeenCalledTimes(1);
   expect(objects.has('dep')).toBe(true);
+});
+
+// Issue 19, item 6: an admission webhook can deny a write with code 404 and the object's name.
+test('a DELETE answered 404 for an object that exists: the graph does not learn "gone", the object is decided again', async () => {
+  const objects = new Map([[dependent.name, { ...dependent }]]);
+  const t = setup(objects);
+  t.observe(owner);
+  t.observe(dependent);
+  t.observeDelete(owner);
+  t.api.delete = jest.fn(() => Promise.resolve({ outcome: 'gone' as const }));
+  expect(await attemptToDelete(t.ctx, 'd')).toEqual({ result: 'requeue' });
+  expect(t.gets).toEqual(['dep']);
+  expect(t.graph.get('d')?.virtual).toBe(false);
 });

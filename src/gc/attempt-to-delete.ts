@@ -100,7 +100,16 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
           owners: gathered.owners,
           dependents: gathered.snap.dependents,
         });
-    const outcome = await carryOut(ctx, gathered, decision);
+    let outcome = await carryOut(ctx, gathered, decision);
+    if (outcome.kind === 'gone' && !(await confirmedGone(ctx, gathered))) {
+      ctx.log.warn('a write was answered 404 for an object that exists; deciding again', {
+        resource: groupResource(gathered.resource),
+        namespace: gathered.meta.namespace ?? '',
+        name: gathered.meta.name,
+        uid,
+      });
+      outcome = { kind: 'retry' };
+    }
     if (outcome.kind === 'decideLive' && source === 'graph') {
       source = 'live';
       continue;
@@ -457,6 +466,16 @@ function settle(ctx: GcContext, g: Gathered, outcome: Outcome): ProcessResult {
     case 'done':
       return g.source === 'live' ? existsLive(ctx, g.snap) : done;
   }
+}
+
+/**
+ * A write answered 404 naming the object: an admission webhook may deny a
+ * write with that code and name, so the graph learns "gone" only once a live
+ * read agrees (nothing under that name, or another UID).
+ */
+async function confirmedGone(ctx: GcContext, g: Gathered): Promise<boolean> {
+  const live = await ctx.api.getMeta(g.resource, g.meta.namespace, g.meta.name);
+  return !live || live.uid !== g.meta.uid;
 }
 
 /** A node known only as an owner, yet it exists: look again until its informer reports it. */

@@ -384,7 +384,7 @@ describe('owner reference changes', () => {
         meta('d', { ownerReferences: [ref('o')], deletionTimestamp: TS, finalizers: ['orphan'] }),
       ),
     );
-    expect(graph.has('o')).toBe(false);
+    expect(graph.get('o')?.virtual).toBe(true); // its dependents still name it
     expect(graph.get('d')).toMatchObject({ beingDeleted: true, hasOrphanFinalizer: true });
     expect(queued.orphan).toEqual(['d']);
   });
@@ -469,7 +469,7 @@ describe('deletion starting with a finalizer', () => {
 });
 
 describe('delete events', () => {
-  test('deleting an owner with dependents queues them, caches its coordinates and removes it', () => {
+  test('deleting an owner with dependents queues them, caches its coordinates and keeps it as a virtual node', () => {
     const { graph, absent, queued, apply, clear } = setup();
     apply(
       upsert({ uid: 'o', name: 'rs', namespace: 'ns' }, REPLICASETS),
@@ -487,7 +487,7 @@ describe('delete events', () => {
     clear();
     apply(del({ uid: 'o', name: 'rs', namespace: 'ns' }, REPLICASETS));
 
-    expect(graph.has('o')).toBe(false);
+    expect(graph.get('o')?.virtual).toBe(true); // its dependents still name it
     expect(queued).toEqual({ del: ['d1', 'd2'], rateLimited: [], orphan: [] });
     expect(absent.size).toBe(1);
     expect(absent.has('apps|ReplicaSet|ns|rs|o')).toBe(true);
@@ -496,9 +496,9 @@ describe('delete events', () => {
     expect(absent.has(coordinatesKey('apps/v1', 'ReplicaSet', 'other', 'rs', 'o'))).toBe(false);
     expect(absent.has(coordinatesKey('apps/v1', 'ReplicaSet', 'ns', 'rs2', 'o'))).toBe(false);
     expect(absent.has(coordinatesKey('v1', 'ReplicaSet', 'ns', 'rs', 'o'))).toBe(false);
-    // The dependents stay, without the edge.
+    // The dependents stay, still attached to the owner, now a virtual node.
     expect(graph.has('d1')).toBe(true);
-    expect(graph.owners('d1')).toEqual([]);
+    expect(graph.owners('d1')).toEqual(['o']);
   });
 
   test('deleting an owner without dependents does not touch the cache', () => {
@@ -514,7 +514,7 @@ describe('delete events', () => {
     apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })));
     clear();
     apply(del({ uid: 'o', name: '' }));
-    expect(graph.has('o')).toBe(false);
+    expect(graph.get('o')?.virtual).toBe(true); // its dependents still name it
     expect(queued.del).toEqual(['d']);
     expect(absent.has(cmKey('o'))).toBe(true);
   });
@@ -616,7 +616,7 @@ describe('virtual deletes', () => {
     apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })));
     clear();
     apply(virtualDelete(cmIdentity('o')));
-    expect(graph.has('o')).toBe(false);
+    expect(graph.get('o')?.virtual).toBe(true); // its dependents still name it
     expect(absent.has(cmKey('o'))).toBe(true);
     expect(queued.del).toEqual(['d']);
   });
@@ -652,7 +652,7 @@ describe('push and onIdle', () => {
     // In order: o seen (not virtual, so not queued), d added, o deleted (d queued).
     expect(queued.del).toEqual(['d']);
     expect(absent.has(cmKey('o'))).toBe(true);
-    expect(graph.has('o')).toBe(false);
+    expect(graph.get('o')?.virtual).toBe(true); // its dependents still name it
     expect(graph.has('o2')).toBe(true);
     expect(graph.has('d')).toBe(true);
   });

@@ -586,7 +586,20 @@ export class Propagator {
       // An owner in foreground deletion may have been waiting for this one.
       if (this.graph.node(o)?.deletingDependents) this.sinks.attemptToDelete(o);
     }
-    this.graph.dropNode(node.uid);
+    if (dependents.length > 0) {
+      // Its dependents still name it: it stays as a virtual node (an owner
+      // known only from them), so that if it is observed again (the delete
+      // was spurious: a restored etcd, a relist that missed it) its
+      // dependents are still attached and its real delete queues them.
+      for (const o of owners) this.graph.dropEdge(o, node.uid);
+      node.virtual = true;
+      node.beingDeleted = false;
+      node.deletingDependents = false;
+      node.hasOrphanFinalizer = false;
+      node.hasForegroundFinalizer = false;
+      node.resourceVersion = '';
+      node.ownerReferences = NO_OWNER_REFERENCES;
+    } else this.graph.dropNode(node.uid);
     for (const o of owners) this.settleOwner(o);
   }
 

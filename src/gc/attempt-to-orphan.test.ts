@@ -21,7 +21,16 @@ const CONFIGMAPS: ResourceInfo = {
   verbs: ['list', 'watch', 'delete'],
 };
 
-function setup(behind: () => string[], waitMs = 60_000) {
+const WIDGETS: ResourceInfo = {
+  group: 'example.com',
+  version: 'v1',
+  resource: 'widgets',
+  kind: 'Widget',
+  namespaced: true,
+  verbs: ['list', 'watch', 'delete'],
+};
+
+function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000) {
   const graph = new OwnershipGraph();
   const propagator = new Propagator(
     graph,
@@ -34,11 +43,24 @@ function setup(behind: () => string[], waitMs = 60_000) {
     createLogger('error'),
   );
   const orphaned: string[] = [];
+  /** Consistent LISTs read: resource/namespace/owner. */
+  const lists: string[] = [];
+  /** What a consistent LIST answers. */
+  let listed: () => Promise<ObjectMeta[]> = () => Promise.resolve([]);
+  /** Run after each orphaning PATCH, in turn (a concurrent writer). */
+  const afterOrphan: (() => void)[] = [];
+  /** discoveredSince() calls. */
+  const discoveries: number[] = [];
   const finalizersRemoved: string[] = [];
   const api = {
     removeOwnerReferences: (_r: ResourceInfo, dep: { uid: string }) => {
       orphaned.push(dep.uid);
+      afterOrphan.shift()?.();
       return Promise.resolve({ outcome: 'done' });
+    },
+    listDependents: (r: ResourceInfo, ns: string | undefined, owner: string) => {
+      lists.push(`${r.resource}/${ns ?? ''}/${owner}`);
+      return listed();
     },
     removeFinalizer: (_r: ResourceInfo, _ns: string | undefined, _name: string, uid: string) => {
       finalizersRemoved.push(uid);
@@ -61,6 +83,11 @@ function setup(behind: () => string[], waitMs = 60_000) {
     state: new WorkerState(),
     events: { warning: (_r, reason) => void warnings.push(reason) },
     watchesBehind: behind,
+    discoveredSince: (since) => {
+      discoveries.push(since);
+      return Promise.resolve();
+    },
+    orphanCatchUpMs: catchUpMs,
     graphFlushed: () => {
       for (const e of inFlight.splice(0)) propagator.apply(e);
       return Promise.resolve();
@@ -82,6 +109,12 @@ function setup(behind: () => string[], waitMs = 60_000) {
     warnings,
     inFlight,
     observe,
+    lists,
+    afterOrphan,
+    discoveries,
+    answerLists: (f: () => Promise<ObjectMeta[]>) => {
+      listed = f;
+    },
   };
 }
 
@@ -101,29 +134,34 @@ const dependent = (uid: string): ObjectMeta => ({
   ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'o', uid: 'o' }],
 });
 
-test('a watch behind: no write, looked at again shortly, logged once', async () => {
+test('a watch behind: no write, looked at again shortly, after a discovery round begun since the deletion was seen', async () => {
   const asked: [boolean, string][] = [];
-  const t = setup(() => ['widgets.example.com']);
+  const t = setup(() => [WIDGETS]);
   t.ctx.watchesBehind = (namespaced, rv) => {
     asked.push([namespaced, rv]);
-    return ['widgets.example.com'];
+    return [WIDGETS];
   };
   t.propagator.apply(t.observe(owner));
   t.propagator.apply(t.observe(dependent('d1')));
-  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'retryAfter', delayMs: 500 });
-  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'retryAfter', delayMs: 500 });
+  const before = Date.now();
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'retryAfter', delayMs: 250 });
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'retryAfter', delayMs: 250 });
   expect(t.orphaned).toEqual([]);
   expect(t.finalizersRemoved).toEqual([]);
+  expect(t.lists).toEqual([]);
   // Asked about namespaced resources, at the owner's resourceVersion when the wait began.
   expect(asked).toEqual([
     [true, '5'],
     [true, '5'],
   ]);
-  expect(t.logged.filter((l) => l.msg.includes('waits for watches'))).toHaveLength(1);
+  // Each look first has a discovery round begun since the wait began.
+  expect(t.discoveries).toHaveLength(2);
+  expect(t.discoveries[0]).toBeGreaterThanOrEqual(before);
+  expect(t.discoveries[1]).toBe(t.discoveries[0]);
 });
 
 test('watches caught up: the dependents the graph has once the delivered events are applied are orphaned, then the finalizer goes', async () => {
-  let behind = ['widgets.example.com'];
+  let behind = [WIDGETS];
   const t = setup(() => behind);
   t.propagator.apply(t.observe(owner));
   t.propagator.apply(t.observe(dependent('d1')));
@@ -134,11 +172,49 @@ test('watches caught up: the dependents the graph has once the delivered events 
   expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
   expect(t.orphaned.sort()).toEqual(['d1', 'late']);
   expect(t.finalizersRemoved).toEqual(['o']);
+  expect(t.lists).toEqual([]);
   expect(t.warnings).toEqual([]);
 });
 
-test('a watch behind for longer than the wait: orphans what it has, with a warning and an event', async () => {
-  const t = setup(() => ['widgets.example.com'], 0);
+test("a watch still behind after the catch-up time: its resource is read with a consistent LIST in the owner's namespace, and what it finds is orphaned too", async () => {
+  const t = setup(() => [WIDGETS], 60_000, 0);
+  t.answerLists(() => Promise.resolve([{ ...dependent('w1') }]));
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+  expect(t.lists).toEqual(['widgets/ns/o']);
+  expect(t.orphaned.sort()).toEqual(['d1', 'w1']);
+  expect(t.finalizersRemoved).toEqual(['o']);
+});
+
+test('a dependent the graph shows only after the PATCHes: orphaned before the finalizer goes', async () => {
+  const t = setup(() => []);
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  t.afterOrphan.push(() => t.inFlight.push(t.observe(dependent('late'))));
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+  expect(t.orphaned).toEqual(['d1', 'late']);
+  expect(t.finalizersRemoved).toEqual(['o']);
+});
+
+test('a resource neither watched nor listable: no write while the wait lasts', async () => {
+  const t = setup(() => [WIDGETS], 60_000, 0);
+  t.answerLists(() =>
+    Promise.reject(new ApiError('GET', '/apis/example.com/v1/namespaces/ns/widgets', 503, '{}')),
+  );
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  expect((await attemptToOrphan(t.ctx, 'o')).result).toBe('retryAfter');
+  expect(t.orphaned).toEqual([]);
+  expect(t.finalizersRemoved).toEqual([]);
+  expect(t.logged.filter((l) => l.msg.includes('waits for resources'))).toHaveLength(1);
+});
+
+test('a resource neither watched nor listable for longer than the wait: orphans what it has, with a warning and an event', async () => {
+  const t = setup(() => [WIDGETS], 0, 0);
+  t.answerLists(() =>
+    Promise.reject(new ApiError('GET', '/apis/example.com/v1/namespaces/ns/widgets', 503, '{}')),
+  );
   t.propagator.apply(t.observe({ ...owner, uid: 'o2', name: 'o2' }));
   t.propagator.apply(
     t.observe({
@@ -151,7 +227,10 @@ test('a watch behind for longer than the wait: orphans what it has, with a warni
   expect(t.finalizersRemoved).toEqual(['o2']);
   expect(t.warnings).toEqual(['OrphanWithoutWatch']);
   expect(t.logged).toContainEqual(
-    expect.objectContaining({ level: 'warn', behind: ['widgets.example.com'] }),
+    expect.objectContaining({
+      level: 'warn',
+      unreadable: [expect.stringContaining('widgets.example.com')],
+    }),
   );
 });
 
@@ -181,7 +260,7 @@ test("RBAC refuses a dependent's PATCH: a GarbageCollectionForbidden Warning on 
 test('RBAC refuses the finalizer PATCH: a GarbageCollectionForbidden Warning on the owner', async () => {
   const t = setup(() => []);
   t.ctx.api = {
-    removeOwnerReferences: () => Promise.resolve(true),
+    removeOwnerReferences: () => Promise.resolve({ outcome: 'done' }),
     removeFinalizer: () =>
       Promise.reject(new ApiError('PATCH', '/api/v1/namespaces/ns/configmaps/o4', 403, '{}')),
   } as unknown as GcApi;

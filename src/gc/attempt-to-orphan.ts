@@ -1,16 +1,34 @@
 // The attempt-to-orphan worker: an owner deleted with propagationPolicy
-// Orphan. Its observed dependents lose their references to it, then the
-// `orphan` finalizer is removed so the API server can finish the delete.
+// Orphan. Its dependents lose their references to it, then the `orphan`
+// finalizer is removed so the API server can finish the delete.
+//
+// The dependents come from the graph, so the graph must hold every one that
+// exists: a dependent missed (a watch reconnecting, behind, being replaced,
+// a resource discovery has not shown yet) would keep its reference, be found
+// after the owner is gone and be deleted (upstream #26120). So before the
+// finalizer goes:
+//   1. a discovery round that began after the deletion was seen has run (a
+//      CRD created just before is watched, or at least known);
+//   2. every watched resource that could hold a dependent has shown that it
+//      delivered everything up to the owner's deletion (an event or bookmark
+//      at or past the owner's resourceVersion, on a stream open since); for
+//      those that have not within a moment, a consistent LIST is read instead;
+//   3. after the PATCHes, the graph's dependents are read again, and any new
+//      one is orphaned too.
 import { ApiError } from '../api/client.ts';
-import { groupResource } from '../api/resources.ts';
-import { ORPHAN_FINALIZER } from './decide.ts';
+import { groupResource, type ObjectMeta, type ResourceInfo } from '../api/resources.ts';
 import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import { warnOnce, type GcContext } from './context.ts';
+import { ORPHAN_FINALIZER } from './decide.ts';
 
 /** Dependents patched in parallel for one owner. */
 const ORPHAN_PARALLELISM = 20;
 export const DEFAULT_ORPHAN_WATCH_WAIT_MS = 120_000;
-const WATCH_RECHECK_MS = 500;
+/** How long the watches get to show delivery past the deletion before their resources are read live. */
+export const DEFAULT_ORPHAN_CATCH_UP_MS = 1500;
+const WATCH_RECHECK_MS = 250;
+/** Rounds of "orphan what the graph shows, then look again" before the finalizer goes. */
+const MAX_ROUNDS = 5;
 
 export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const result = await orphan(ctx, uid);
@@ -18,48 +36,15 @@ export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<Proc
   return result;
 }
 
+interface Target {
+  resource: ResourceInfo;
+  meta: Pick<ObjectMeta, 'uid' | 'name' | 'namespace'>;
+  kind: string;
+}
+
 async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const owner = ctx.graph.get(uid);
   if (!owner || owner.virtual) return done;
-
-  // The dependents come from the graph, so the graph must hold every one that
-  // exists: a dependent created while some watch was broken or being replaced
-  // (a CRD's version flip, a failing conversion webhook) would otherwise keep
-  // its reference, be found after the owner is gone and be deleted (upstream
-  // #26120). Wait, bounded, until every watch has caught up with the owner's
-  // Orphan deletion, then take the dependents.
-  if (ctx.watchesBehind) {
-    // When the wait began and the owner's resourceVersion then (the point every informer must have reached).
-    let wait = ctx.state.orphanWaits.get(uid);
-    if (!wait) {
-      wait = { since: Date.now(), rv: owner.resourceVersion, logged: false };
-      ctx.state.orphanWaits.set(uid, wait);
-    }
-    const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv);
-    if (behind.length > 0) {
-      const waited = Date.now() - wait.since;
-      const limit = ctx.orphanWatchWaitMs ?? DEFAULT_ORPHAN_WATCH_WAIT_MS;
-      const at = { name: owner.name, namespace: owner.namespace || undefined, uid, behind };
-      if (waited < limit) {
-        if (!wait.logged) {
-          wait.logged = true;
-          ctx.log.info('orphan deletion waits for watches to catch up', at);
-        }
-        return retryAfter(WATCH_RECHECK_MS);
-      }
-      ctx.log.warn(
-        'orphaning without every watch caught up; unseen dependents of these resources keep their reference and may be collected later',
-        { ...at, waitedMs: waited },
-      );
-      warnOnce(
-        ctx,
-        uid,
-        'OrphanWithoutWatch',
-        `kubegc could not watch ${behind.join(', ')} for ${Math.round(waited / 1000)}s; dependents of those kinds created meanwhile may not have been orphaned`,
-      );
-    }
-    await ctx.graphFlushed?.();
-  }
   const ownerResource = ctx.mapper().resolve(owner.apiVersion, owner.kind);
   if (!ownerResource)
     return failed(new Error(`cannot resolve ${owner.apiVersion}, Kind=${owner.kind}`));
@@ -69,36 +54,76 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
     name: owner.name,
     uid,
   };
+  let wait = ctx.state.orphanWaits.get(uid);
+  if (!wait) {
+    // When the wait began and the owner's resourceVersion then (the point every informer must have reached).
+    wait = { since: Date.now(), rv: owner.resourceVersion, logged: false };
+    ctx.state.orphanWaits.set(uid, wait);
+  }
+  const waited = Date.now() - wait.since;
+  const limit = ctx.orphanWatchWaitMs ?? DEFAULT_ORPHAN_WATCH_WAIT_MS;
+
+  /** Dependents found by consistent LISTs of the resources whose watches are behind. */
+  const listed: Target[] = [];
+  if (ctx.watchesBehind) {
+    await ctx.discoveredSince?.(wait.since);
+    const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv);
+    if (behind.length > 0 && waited < (ctx.orphanCatchUpMs ?? DEFAULT_ORPHAN_CATCH_UP_MS))
+      return retryAfter(WATCH_RECHECK_MS);
+    const unreadable: string[] = [];
+    for (const r of behind) {
+      try {
+        for (const meta of await ctx.api.listDependents(r, owner.namespace || undefined, uid))
+          listed.push({ resource: r, meta, kind: r.kind });
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 429)
+          return retryAfter(err.retryAfterMs ?? 1000);
+        unreadable.push(`${groupResource(r)} (${(err as Error).message.slice(0, 200)})`);
+      }
+    }
+    if (behind.length > 0)
+      ctx.log.debug('orphan deletion read live the resources whose watches are behind', {
+        ...fields,
+        behind: behind.map(groupResource),
+        found: listed.length,
+      });
+    if (unreadable.length > 0) {
+      const at = { ...fields, unreadable };
+      if (waited < limit) {
+        if (!wait.logged) {
+          wait.logged = true;
+          ctx.log.info('orphan deletion waits for resources it can neither watch nor list', at);
+        }
+        return retryAfter(Math.min(5_000, Math.max(WATCH_RECHECK_MS, limit / 20)));
+      }
+      ctx.log.warn(
+        'orphaning without every resource read; unseen dependents of these resources keep their reference and may be collected later',
+        { ...at, waitedMs: waited },
+      );
+      warnOnce(
+        ctx,
+        uid,
+        'OrphanWithoutWatch',
+        `kubegc could neither watch nor list ${unreadable.join(', ')} for ${Math.round(waited / 1000)}s; dependents of those kinds created meanwhile may not have been orphaned`,
+      );
+    }
+  }
 
   const errors: string[] = [];
   /** The longest Retry-After of a throttled dependent PATCH (writes are not re-sent on an old decision). */
   let throttledMs: number | undefined;
+  const orphaned = new Set<string>();
   // Each dependent is one guarded patch (a `$patch: delete` of this UID, a
   // no-op where the reference is already gone), several at a time.
-  const dependents = ctx.graph.dependents(uid);
-  let next = 0;
-  const orphanOne = async (depUid: string): Promise<void> => {
-    const dep = ctx.graph.get(depUid);
-    if (!dep || dep.virtual) return;
-    const r = ctx.mapper().resolve(dep.apiVersion, dep.kind);
-    if (!r) {
-      errors.push(`cannot resolve ${dep.apiVersion}, Kind=${dep.kind} of dependent ${dep.name}`);
-      return;
-    }
-    const dependent = { resource: groupResource(r), name: dep.name, uid: depUid };
+  const orphanOne = async (t: Target): Promise<void> => {
+    const dependent = { resource: groupResource(t.resource), name: t.meta.name, uid: t.meta.uid };
     if (ctx.dryRun) {
       ctx.log.info('dry run: would orphan dependent', { ...fields, dependent });
       return;
     }
     try {
-      const written = await ctx.api.removeOwnerReferences(
-        r,
-        { uid: depUid, name: dep.name, namespace: dep.namespace || undefined },
-        [uid],
-      );
-      if (written.outcome === 'done') {
-        ctx.metrics?.orphaning?.(groupResource(r), false);
-      }
+      const written = await ctx.api.removeOwnerReferences(t.resource, t.meta, [uid]);
+      if (written.outcome === 'done') ctx.metrics?.orphaning?.(groupResource(t.resource), false);
     } catch (err) {
       if (err instanceof ApiError && err.status === 429) {
         throttledMs = Math.max(throttledMs ?? 0, err.retryAfterMs ?? 1000);
@@ -110,7 +135,7 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
       if (err instanceof ApiError && err.status === 403) {
         warnOnce(
           ctx,
-          depUid,
+          t.meta.uid,
           'GarbageCollectionForbidden',
           `kubegc may not remove this object's reference to ${owner.kind} ${owner.name}: ${err.message}`,
         );
@@ -118,20 +143,51 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
           ctx,
           uid,
           'GarbageCollectionForbidden',
-          `kubegc may not orphan dependent ${dep.kind} ${dep.name}, so the orphan finalizer stays: ${err.message}`,
+          `kubegc may not orphan dependent ${t.kind} ${t.meta.name}, so the orphan finalizer stays: ${err.message}`,
         );
       }
     }
   };
-  await Promise.all(
-    Array.from({ length: Math.min(ORPHAN_PARALLELISM, dependents.length) }, async () => {
-      while (next < dependents.length) await orphanOne(dependents[next++] as string);
-    }),
-  );
+  for (let round = 0; ; round++) {
+    await ctx.graphFlushed?.();
+    const targets: Target[] = [];
+    const add = (t: Target): void => {
+      if (orphaned.has(t.meta.uid)) return;
+      orphaned.add(t.meta.uid);
+      targets.push(t);
+    };
+    if (round === 0) listed.forEach(add);
+    for (const depUid of ctx.graph.dependents(uid)) {
+      const dep = ctx.graph.get(depUid);
+      if (!dep || dep.virtual || orphaned.has(depUid)) continue;
+      const r = ctx.mapper().resolve(dep.apiVersion, dep.kind);
+      if (!r) {
+        errors.push(`cannot resolve ${dep.apiVersion}, Kind=${dep.kind} of dependent ${dep.name}`);
+        continue;
+      }
+      add({
+        resource: r,
+        meta: { uid: depUid, name: dep.name, namespace: dep.namespace || undefined },
+        kind: dep.kind,
+      });
+    }
+    if (targets.length === 0) break;
+    if (round >= MAX_ROUNDS)
+      return failed(new Error('dependents keep appearing while orphaning; will look again'));
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(ORPHAN_PARALLELISM, targets.length) }, async () => {
+        while (next < targets.length) await orphanOne(targets[next++] as Target);
+      }),
+    );
+    if (errors.length > 0)
+      return failed(new Error(`orphaning dependents failed: ${errors.join('; ')}`));
+    // Throttled: the owner is looked at again (its dependents read again from the graph) after Retry-After.
+    if (throttledMs !== undefined) return retryAfter(throttledMs);
+    if (ctx.dryRun) return done;
+  }
   if (errors.length > 0)
     return failed(new Error(`orphaning dependents failed: ${errors.join('; ')}`));
-  // Throttled: the owner is looked at again (its dependents read again from the graph) after Retry-After.
-  if (throttledMs !== undefined) return retryAfter(throttledMs);
   if (ctx.dryRun) return done;
   try {
     await ctx.api.removeFinalizer(

@@ -39,13 +39,17 @@ export interface GcContext {
   events?: EventRecorder;
   /**
    * The watched resources that might hold unseen dependents of an owner
-   * deleted with Orphan: those whose informer may not have reported every
-   * object that exists, or existed at resourceVersion `rv` (see attemptToOrphan).
+   * deleted with Orphan: those whose informer has not shown that it
+   * delivered every event up to resourceVersion `rv` (see attemptToOrphan).
    */
-  watchesBehind?: (ownerNamespaced: boolean, rv: string) => string[];
+  watchesBehind?: (ownerNamespaced: boolean, rv: string) => ResourceInfo[];
+  /** Resolves once a discovery round that began at or after `since` (ms since epoch) has finished. */
+  discoveredSince?: (since: number) => Promise<void>;
+  /** How long the watches get to show delivery past an Orphan deletion before their resources are listed. */
+  orphanCatchUpMs?: number;
   /** Resolves once the graph holds every event the informers delivered so far. */
   graphFlushed?: () => Promise<void>;
-  /** How long an Orphan deletion waits for watches that are behind (default 2 min). */
+  /** How long an Orphan deletion waits for resources it can neither watch nor list (default 2 min). */
   orphanWatchWaitMs?: number;
 }
 

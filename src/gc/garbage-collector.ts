@@ -165,6 +165,7 @@ export class GarbageCollector {
         ? undefined
         : apiEventRecorder(client, log, undefined, { beforeSend: () => this.writeGuard() }),
       watchesBehind: (namespaced, rv) => this.watchesBehind(namespaced, rv),
+      discoveredSince: (since) => this.discoveredSince(since),
       graphFlushed: () => this.propagator.flushed(),
       orphanWatchWaitMs: this.opts.orphanWatchWaitMs,
     };
@@ -259,9 +260,11 @@ export class GarbageCollector {
   }
 
   private async discoverOnce(): Promise<void> {
+    const began = Date.now();
     try {
       await this.discoverResources();
     } finally {
+      this.discoveryStartedAt = began;
       this.reportStalled();
     }
   }
@@ -385,14 +388,27 @@ export class GarbageCollector {
    * dependents are namespaced) whose informer may not have reported everything
    * that exists (or existed at `rv`), or that has none right now (being replaced).
    */
-  watchesBehind(ownerNamespaced: boolean, rv: string): string[] {
-    const behind: string[] = [];
+  watchesBehind(ownerNamespaced: boolean, rv: string): ResourceInfo[] {
+    const behind: ResourceInfo[] = [];
     for (const [key, r] of this.desired) {
       if (ownerNamespaced && !r.namespaced) continue;
       const informer = this.informers.get(key);
-      if (!informer?.caughtUp(rv)) behind.push(key);
+      if (!informer?.caughtUp(rv)) behind.push(r);
     }
     return behind;
+  }
+
+  /** When the last discovery round that finished began (ms since epoch). */
+  private discoveryStartedAt = 0;
+
+  /**
+   * Resolves once a discovery round that began at or after `since` has
+   * finished (one is started if need be): what the orphan worker waits for,
+   * so that a resource created just before an Orphan deletion is known.
+   */
+  async discoveredSince(since: number): Promise<void> {
+    for (let i = 0; i < 2 && this.discoveryStartedAt < since && !this.stopped; i++)
+      await this.runDiscovery();
   }
 
   /** Informers unable to watch for longer than the watchdog can repair. */

@@ -312,6 +312,7 @@ export class GarbageCollector {
         this.informers.delete(key);
         await informer.stop();
         this.log.info('stopped watching', { resource: key, version: informer.resource.version });
+        if (!want) this.unobserve(key);
       }
     }
     for (const [key, r] of desired) {
@@ -339,6 +340,23 @@ export class GarbageCollector {
       informer.start();
       if (this.started) this.log.info('started watching', { resource: key, version: r.version });
     }
+  }
+
+  /**
+   * A resource left discovery: what its informers reported is no longer
+   * watched, so the graph must not go on vouching for it as alive (phantoms).
+   * Each object becomes unobserved (see Propagator.unobserve); if the
+   * resource comes back, a new informer lists it afresh.
+   */
+  private unobserve(key: string): void {
+    const known = this.known.get(key);
+    if (!known) return;
+    this.known.delete(key);
+    for (const uid of known.uids) this.propagator.push({ type: 'unobserved', uid });
+    this.log.info('no longer watched: its objects are read live from now on', {
+      resource: key,
+      objects: known.uids.size,
+    });
   }
 
   /** Stalled resources already reported, so each stall is logged and evented once. */

@@ -468,6 +468,41 @@ describe('deletion starting with a finalizer', () => {
   });
 });
 
+// Issue 19, item 1: the objects of a resource that left discovery stayed in
+// the graph as observed ("alive") nodes nobody watched any more.
+describe('unobserved (its resource no longer watched)', () => {
+  test('an owner with a dependent becomes virtual, is queued to be verified, and nothing is recorded absent', () => {
+    const { graph, absent, queued, apply, clear } = setup();
+    const ref = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: 'o' };
+    apply(
+      upsert({ uid: 'o', name: 'rs', namespace: 'ns' }, REPLICASETS),
+      upsert(meta('d1', { ownerReferences: [ref] })),
+    );
+    clear();
+    apply({ type: 'unobserved', uid: 'o' });
+    expect(graph.get('o')?.virtual).toBe(true);
+    expect(graph.dependents('o')).toEqual(['d1']);
+    expect(queued).toEqual({ del: ['o'], rateLimited: [], orphan: [] });
+    expect(absent.size).toBe(0);
+  });
+
+  test("an object in no relation, and a leaf, leave the graph; the leaf's owner stays observed", () => {
+    const { graph, queued, apply, clear } = setup();
+    const ref = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: 'o' };
+    apply(
+      upsert({ uid: 'o', name: 'rs', namespace: 'ns' }, REPLICASETS),
+      upsert(meta('d1', { ownerReferences: [ref] })),
+      upsert(meta('lone')),
+    );
+    clear();
+    apply({ type: 'unobserved', uid: 'lone' }, { type: 'unobserved', uid: 'd1' });
+    expect(graph.has('lone')).toBe(false);
+    expect(graph.has('d1')).toBe(false);
+    expect(graph.get('o')?.virtual).toBe(false);
+    expect(queued).toEqual({ del: [], rateLimited: [], orphan: [] });
+  });
+});
+
 describe('delete events', () => {
   test('deleting an owner with dependents queues them, caches its coordinates and keeps it as a virtual node', () => {
     const { graph, absent, queued, apply, clear } = setup();

@@ -31,7 +31,16 @@ export interface VirtualDeleteEvent {
   identity: Identity;
 }
 
-export type GraphEvent = InformerEvent | VirtualDeleteEvent;
+/**
+ * No informer watches this object any more (its resource left discovery):
+ * the graph can no longer vouch for it, neither alive nor gone.
+ */
+export interface UnobservedEvent {
+  type: 'unobserved';
+  uid: string;
+}
+
+export type GraphEvent = InformerEvent | VirtualDeleteEvent | UnobservedEvent;
 
 export interface PropagatorSinks {
   attemptToDelete(uid: string): void;
@@ -283,7 +292,37 @@ export class Propagator {
       case 'virtualDelete':
         this.virtualDelete(event.identity);
         return;
+      case 'unobserved':
+        this.unobserve(event.uid);
+        return;
     }
+  }
+
+  /**
+   * An object no informer reports on any more. With dependents it becomes a
+   * virtual node (decisions about them read it live; it is queued to be
+   * verified, which keeps them while its kind cannot be resolved); without,
+   * it leaves the graph. Never "gone": nothing says it was deleted.
+   */
+  private unobserve(uid: string): void {
+    const node = this.graph.node(uid);
+    if (!node) {
+      this.graph.dropStandalone(uid);
+      return;
+    }
+    const owners = this.graph.owners(uid);
+    for (const o of owners) this.graph.dropEdge(o, uid);
+    if (this.graph.hasDependents(uid)) {
+      node.virtual = true;
+      node.beingDeleted = false;
+      node.deletingDependents = false;
+      node.hasOrphanFinalizer = false;
+      node.hasForegroundFinalizer = false;
+      node.resourceVersion = '';
+      node.ownerReferences = NO_OWNER_REFERENCES;
+      this.sinks.attemptToDelete(uid);
+    } else this.graph.dropNode(uid);
+    for (const o of owners) this.settleOwner(o);
   }
 
   private upsert(resource: ResourceInfo, meta: ObjectMeta): void {

@@ -55,6 +55,8 @@ beforeAll(async () => {
   gc = new GarbageCollector(client, log, {
     // Discovery runs when a test says so (the informer-swap test times it).
     discoveryPeriodMs: 3_600_000,
+    // Watches end normally every 5-10 s, so that tests can meet a reconnect.
+    informer: { minWatchTimeoutSec: 5 },
   });
   await gc.start();
 });
@@ -199,7 +201,8 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
   let holding = false;
   const push = gc.propagator.push.bind(gc.propagator);
   gc.propagator.push = (e: GraphEvent) => {
-    if (holding && e.type !== 'virtualDelete' && e.meta.uid === o.uid) held.push(e);
+    if (holding && (e.type === 'upsert' || e.type === 'delete') && e.meta.uid === o.uid)
+      held.push(e);
     else push(e);
   };
   // The first request kubegc makes about D or O after the Foreground DELETE:
@@ -500,8 +503,9 @@ test('a dependent created while its informer is replaced, its owner then deleted
     };
     await watchedThrough(key, 'v2', false);
     expect(raced).toBeDefined();
-    // kubegc waited for the new informer instead of letting O go at once.
-    expect(await raced).toBe(false);
+    // kubegc did not let O go on the new informer's word: it waited for it, or
+    // read the widgets with a consistent LIST (and orphaned W on what it found).
+    await raced;
     await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
     const dep = w as Ref;
     await waitFor('W to be orphaned or deleted', async () => {
@@ -514,5 +518,70 @@ test('a dependent created while its informer is replaced, its owner then deleted
     expect((now?.metadata?.ownerReferences ?? []).map((x) => x.uid)).not.toContain(o.uid);
   } finally {
     await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
+  }
+});
+
+// Issue 19, item 2: a watch that ended normally at its timeout counted as
+// caught up while it reconnected, so an Orphan owner went before a dependent
+// created meanwhile was delivered; delivered later, it was deleted (its owner
+// read live: 404). This test failed on the code before the fix.
+test('a dependent created while its watch reconnects after a normal end, its owner deleted with Orphan meanwhile: it is orphaned, not deleted', async () => {
+  const ns = await testNamespace(c.core, 'race-rewatch');
+  const o = await configMap(c, ns, 'o');
+  await observed(o);
+  let releaseRewatch: () => void = () => undefined;
+  const rewatchHeld = new Promise<void>((r) => (releaseRewatch = r));
+  let held = false;
+  intercept = async (r) => {
+    // The secrets informer's next watch from a known resourceVersion (a reconnect).
+    if (
+      held ||
+      r.verb !== 'WATCH' ||
+      r.path !== '/api/v1/secrets' ||
+      r.query?.resourceVersion === undefined
+    )
+      return;
+    held = true;
+    await rewatchHeld;
+  };
+  try {
+    await waitFor('the secrets watch to end and reconnect', () => Promise.resolve(held), {
+      timeoutMs: 30_000,
+    });
+    const created = await c.core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'd', ownerReferences: [ownerRef(o)] } },
+    });
+    const d: Ref = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      name: 'd',
+      uid: created.metadata?.uid ?? '',
+    };
+    await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Orphan' },
+    });
+    await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
+    releaseRewatch();
+    await waitFor('the graph to observe D (or D to be gone)', async () => {
+      if (gc.graph.get(d.uid)?.virtual === false) return true;
+      return isGone(c, d);
+    });
+    // Whatever kubegc decides about D now is decided: nothing of it ready or in flight.
+    await waitFor(
+      'kubegc to finish deciding',
+      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
+      { intervalMs: 20 },
+    );
+    const now = await c.core
+      .readNamespacedSecret({ name: 'd', namespace: ns })
+      .catch(() => undefined);
+    expect(now).toBeDefined();
+    expect(now?.metadata?.deletionTimestamp).toBeUndefined();
+    expect((now?.metadata?.ownerReferences ?? []).map((x) => x.uid)).not.toContain(o.uid);
+  } finally {
+    releaseRewatch();
   }
 });

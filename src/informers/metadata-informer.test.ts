@@ -124,7 +124,7 @@ describe('compareResourceVersions', () => {
 });
 
 describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an owner go)', () => {
-  test('false until listed and watching, false across a failed watch, then by resourceVersion until the watch is a second old', async () => {
+  test('false until listed and watching, false across a failed watch, then by the resourceVersion delivered, however long the watch has been open', async () => {
     let watchRequests = 0;
     let openStream: http.ServerResponse | undefined;
     let opened: () => void = () => undefined;
@@ -177,18 +177,89 @@ describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an
       expect(informer.caughtUp('11')).toBe(true);
       expect(informer.caughtUp('12')).toBe(false);
       expect(informer.caughtUp('not-a-number')).toBe(false);
-      // A second later, still watching without a gap: caught up, whatever the version.
-      expect(informer.caughtUp('999', Date.now() + 1000)).toBe(true);
+      // An open watch proves nothing by itself (it may be behind): only delivery counts.
+      await new Promise((r) => setTimeout(r, 1100));
+      expect(informer.caughtUp('12')).toBe(false);
+      openStream?.write(
+        `${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '30' } } })}\n`,
+      );
+      await within('the bookmark at 30', () => informer.caughtUp('30'));
+      expect(informer.caughtUp('31')).toBe(false);
       expect(watchRequests).toBe(2);
     } finally {
       await informer.stop();
-      expect(informer.caughtUp('1', Date.now() + 1000)).toBe(false);
+      expect(informer.caughtUp('1')).toBe(false);
       client.close();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
     }
   }, 15_000);
 });
+
+// Issue 19, item 2: a watch that ends normally at its timeout left the
+// informer "caught up" while no watch was open at all.
+test('a watch that ends normally is a gap until the next one opens: not caught up meanwhile', async () => {
+  let watches = 0;
+  let first: http.ServerResponse | undefined;
+  let releaseSecond: () => void = () => undefined;
+  const secondHeld = new Promise<void>((r) => (releaseSecond = r));
+  let secondAsked = false;
+  const server = http.createServer((req, res) => {
+    const q = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams;
+    if (q.get('watch') !== 'true') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+      return;
+    }
+    if (++watches === 1) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      first = res;
+      return;
+    }
+    // The re-watch is answered only when the test says so (a slow reconnect).
+    secondAsked = true;
+    void secondHeld.then(() => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+    });
+  });
+  const client = await listenAndConnect(server);
+  const informer = new MetadataInformer(
+    client,
+    configmaps,
+    () => undefined,
+    createLogger('error'),
+    {
+      watchList: false,
+    },
+  );
+  const within = async (what: string, check: () => boolean): Promise<void> => {
+    const deadline = Date.now() + 5000;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error(`${what}: not within 5 s`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  try {
+    informer.start();
+    await within('the first watch', () => informer.caughtUp('10'));
+    // The server's timeout: the stream ends normally.
+    first?.end();
+    await within('the re-watch to be asked for', () => secondAsked);
+    expect(informer.caughtUp('10')).toBe(false);
+    releaseSecond();
+    // Open again from resourceVersion 10: what it delivers continues what was delivered.
+    await within('the second watch', () => informer.caughtUp('10'));
+    expect(informer.caughtUp('11')).toBe(false);
+  } finally {
+    releaseSecond();
+    await informer.stop();
+    client.close();
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+}, 15_000);
 
 describe('MetadataInformer refused by RBAC', () => {
   test('a LIST answered 403 counts as stalled at once (no retry repairs it); allowed again, it is not', async () => {
@@ -325,7 +396,7 @@ describe('MetadataInformer watch-list', () => {
       await new Promise((r) => setTimeout(r, 50));
       expect(synced).toBe(false);
       expect(informer.synced).toBe(false);
-      expect(informer.caughtUp('1', Date.now() + 60_000)).toBe(false);
+      expect(informer.caughtUp('1')).toBe(false);
       stream?.write(bookmark('20', true));
       await informer.waitForSync();
       expect(informer.caughtUp('20')).toBe(true);
@@ -554,6 +625,170 @@ describe('MetadataInformer watch-list', () => {
       await until('the watch from the LIST', () => informer.caughtUp('10'));
       expect(api.requests.map((q) => q.get('resourceVersion'))).toEqual([null, null, '10']);
     } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test.each([
+    ['ends', (res: http.ServerResponse) => res.end()],
+    ['is destroyed', (res: http.ServerResponse) => res.destroy()],
+  ])(
+    'an object delivered by a watch-list whose stream %s before the initial-events-end bookmark, and missing from the next complete one, is reported deleted',
+    async (_how, cut) => {
+      const api = await fakeApi((_q, res, n) => {
+        openStream(res);
+        if (n === 1) {
+          res.write(event('ADDED', 'a', '5') + event('ADDED', 'b', '6'));
+          setTimeout(() => cut(res), 50);
+        } else res.write(event('ADDED', 'b', '6') + bookmark('20', true));
+      });
+      const events: InformerEvent[] = [];
+      const informer = new MetadataInformer(
+        api.client,
+        configmaps,
+        (e) => void events.push(e),
+        createLogger('error', () => undefined),
+        { maxBackoffMs: 20 },
+      );
+      try {
+        informer.start();
+        await informer.waitForSync();
+        expect(summary(events)).toEqual(['upsert a', 'upsert b', 'upsert b', 'delete a']);
+        expect(api.requests.map(isWatchList)).toEqual([true, true]);
+      } finally {
+        await informer.stop();
+        await api.close();
+      }
+    },
+  );
+
+  test('an object deleted during the initial events of a broken watch-list is reported deleted once, and not again by the next list', async () => {
+    const api = await fakeApi((_q, res, n) => {
+      openStream(res);
+      if (n === 1) {
+        res.write(event('ADDED', 'a', '5') + event('ADDED', 'b', '6') + event('DELETED', 'a', '7'));
+        setTimeout(() => res.destroy(), 50);
+      } else res.write(event('ADDED', 'c', '8') + bookmark('20', true));
+    });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error', () => undefined),
+      { maxBackoffMs: 20 },
+    );
+    try {
+      informer.start();
+      await informer.waitForSync();
+      expect(summary(events)).toEqual(['upsert a', 'upsert b', 'delete a', 'upsert c', 'delete b']);
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test('paginated LIST: an object of a page delivered by a list whose next page fails, and missing from the relist, is reported deleted', async () => {
+    let lists = 0;
+    const api = await fakeApi((q, res) => {
+      if (q.get('watch') === 'true') {
+        openStream(res);
+        return;
+      }
+      lists++;
+      if (lists === 2) {
+        // The second page of the first list: the API server restarts.
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ kind: 'Status', code: 503, message: 'unavailable' }));
+        return;
+      }
+      res.end(
+        JSON.stringify(
+          lists === 1
+            ? {
+                metadata: { resourceVersion: '10', continue: 'p2' },
+                items: [{ metadata: { uid: 'a', name: 'a' } }],
+              }
+            : {
+                metadata: { resourceVersion: '20' },
+                items: [{ metadata: { uid: 'b', name: 'b' } }],
+              },
+        ),
+      );
+    });
+    const events: InformerEvent[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('error', () => undefined),
+      { watchList: false, pageSize: 1, maxBackoffMs: 20 },
+    );
+    try {
+      informer.start();
+      await informer.waitForSync();
+      expect(summary(events)).toEqual(['upsert a', 'upsert b', 'delete a']);
+      expect(api.requests.map((q) => q.get('continue'))).toEqual([null, 'p2', null]);
+    } finally {
+      await informer.stop();
+      await api.close();
+    }
+  });
+
+  test('a server that ignores sendInitialEvents on a busy stream (never silent, no initial-events-end bookmark) is given up after watchListDeadlineMs for the paginated LIST', async () => {
+    const timers: NodeJS.Timeout[] = [];
+    const api = await fakeApi((q, res) => {
+      if (q.get('watch') === 'true') {
+        openStream(res);
+        if (!isWatchList(q)) return;
+        let rv = 5;
+        const t = setInterval(() => {
+          if (!res.destroyed) res.write(event('MODIFIED', 'a', String(rv++)));
+        }, 10);
+        timers.push(t);
+        res.on('close', () => clearInterval(t));
+      } else
+        res.end(
+          JSON.stringify({
+            metadata: { resourceVersion: '10' },
+            items: [{ metadata: { uid: 'a', name: 'a' } }, { metadata: { uid: 'b', name: 'b' } }],
+          }),
+        );
+    });
+    const events: InformerEvent[] = [];
+    const logged: { msg: string; reason?: string }[] = [];
+    const informer = new MetadataInformer(
+      api.client,
+      configmaps,
+      (e) => void events.push(e),
+      createLogger('info', (l) => void logged.push(JSON.parse(l))),
+      { watchListQuietMs: 200, watchListDeadlineMs: 500 },
+    );
+    try {
+      informer.start();
+      await Promise.race([
+        informer.waitForSync(),
+        new Promise((_, reject) =>
+          timers.push(setTimeout(() => reject(new Error('not synced within 3 s')), 3000)),
+        ),
+      ]);
+      expect(summary(events).slice(-2)).toEqual(['upsert a', 'upsert b']);
+      expect(events.filter((e) => e.type === 'delete')).toEqual([]);
+      await until('the watch from the LIST', () => informer.caughtUp('10'));
+      const kinds = api.requests.map((q) =>
+        isWatchList(q) ? 'watch-list' : q.get('watch') === 'true' ? 'watch' : 'list',
+      );
+      expect(kinds).toEqual(['watch-list', 'list', 'watch']);
+      expect(api.requests[2]?.get('resourceVersion')).toBe('10');
+      expect(logged).toContainEqual(
+        expect.objectContaining({
+          msg: 'watch-list not served; listing with pages instead',
+          reason: 'no initial-events-end bookmark within 500 ms',
+        }),
+      );
+    } finally {
+      for (const t of timers) clearTimeout(t);
       await informer.stop();
       await api.close();
     }

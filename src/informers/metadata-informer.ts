@@ -36,13 +36,18 @@ export interface InformerOptions {
    * that ignores sendInitialEvents would never send that bookmark.
    */
   watchListQuietMs: number;
+  /**
+   * A watch-list that has not ended its initial events this long after its
+   * stream opened is given up for the paginated LIST, however busy the
+   * stream: a server that ignores sendInitialEvents but streams events all
+   * the time is never silent for watchListQuietMs.
+   */
+  watchListDeadlineMs: number;
   /** Server-side watch timeout range; each watch picks a random value in it (as client-go does). */
   minWatchTimeoutSec: number;
   /** A stream silent this long past its timeout is restarted. */
   watchdogGraceMs: number;
   maxBackoffMs: number;
-  /** Time for a reopened watch to deliver what happened during its gap (see caughtUp()). */
-  caughtUpSettleMs: number;
   /**
    * Called for each watch line that is not a JSON event (the watch then
    * restarts from the last good resourceVersion); for the metrics.
@@ -54,10 +59,17 @@ export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
   pageSize: 500,
   watchList: true,
   watchListQuietMs: 10_000,
+  // Two minutes: a watch-list is served from the watch cache and sends even
+  // a large resource (100k objects, ~100 MB of metadata) in seconds to tens of
+  // seconds, and each page of the LIST it replaces has the API server's 60 s
+  // request timeout. It must also end before the server's own watch timeout
+  // (minWatchTimeoutSec, 5 min and more), or a server that ignores
+  // sendInitialEvents would end each stream first and every next round would
+  // be a watch-list again.
+  watchListDeadlineMs: 120_000,
   minWatchTimeoutSec: 300,
   watchdogGraceMs: 60_000,
   maxBackoffMs: 10_000,
-  caughtUpSettleMs: 1000,
 };
 
 class GoneError extends Error {}
@@ -121,13 +133,13 @@ export class MetadataInformer {
   /** Consecutive failures of list/watch; 0 while healthy. */
   failures = 0;
   /**
-   * True from start until a watch stream opens, and again from any failure,
-   * 410, malformed line or silent stream until the next one opens: while
-   * true, objects may exist that this informer has not reported.
+   * True from start until a watch stream opens from a known resourceVersion
+   * (or a watch-list ends its initial events), and again from any stream end
+   * (a failure, 410, a malformed line, a silent stream, or the server's
+   * normal timeout) until the next one opens: while true, no stream is
+   * delivering, so nothing can be concluded from what has been delivered.
    */
   private gap = true;
-  /** When the watch that ended the last gap opened (Date.now()). */
-  private continuousSince: number | undefined;
   lastError: string | undefined;
   /**
    * The last list or watch was refused (401/403: RBAC, or an expired
@@ -171,19 +183,19 @@ export class MetadataInformer {
   }
 
   /**
-   * Has this informer reported every object of its resource that existed a
-   * moment ago (and at resourceVersion `rv`)? Yes once it has watched without
-   * a gap for `caughtUpSettleMs` (a reopened watch delivers what happened
-   * during the gap at once), or once it has reached `rv` (a LIST or an event
-   * at or past it). The orphan worker asks before it lets an Orphan-deleted
-   * owner go (upstream #26120): a dependent created while a watch was broken
-   * or being replaced would otherwise be found later, its owner gone, and
-   * deleted.
+   * Has this informer delivered every event of its resource up to
+   * resourceVersion `rv`? Only with a stream open (no gap) that continues
+   * from what was delivered before, and only once it has delivered an event
+   * or a bookmark, or finished a list, at or past `rv`. Time proves nothing:
+   * an open watch can be behind (a busy stream, a replay, a watch cache that
+   * lags). A version that does not compare (an aggregated API's own) never
+   * counts. The orphan worker asks before it lets an Orphan-deleted owner go
+   * (upstream #26120): a dependent it has not been shown would otherwise be
+   * found later, its owner gone, and deleted.
    */
-  caughtUp(rv: string | undefined, now = Date.now()): boolean {
-    if (!this.syncedOnce || this.gap || this.continuousSince === undefined) return false;
-    if (now - this.continuousSince >= this.opts.caughtUpSettleMs) return true;
-    return rv !== undefined && compareResourceVersions(this.resourceVersion, rv) >= 0;
+  caughtUp(rv: string | undefined): boolean {
+    if (!this.syncedOnce || this.gap || rv === undefined) return false;
+    return compareResourceVersions(this.resourceVersion, rv) >= 0;
   }
 
   /** Resolves once the first LIST has been delivered. */
@@ -276,7 +288,13 @@ export class MetadataInformer {
     }
   }
 
-  /** Reports the deletes a completed list implies: what was known and is no longer there. */
+  /**
+   * Reports the deletes a completed list implies: what was known and is no
+   * longer there. Known is everything ever handed to the sink and not
+   * reported deleted, including what a list that did not complete delivered
+   * (see sinkListed()), as client-go's Replace deletes all the store holds
+   * that is not in the new list.
+   */
   private listed(seen: Set<string>): void {
     for (const uid of this.known.uids) {
       if (!seen.has(uid))
@@ -284,6 +302,18 @@ export class MetadataInformer {
     }
     this.known.uids = seen;
     this.markSynced();
+  }
+
+  /**
+   * An object of a list in progress: known from now on, whether or not this
+   * list completes, so that a later complete list without it reports it
+   * deleted. (Known only once a list completed, an object delivered by a
+   * broken list and deleted before the next one would stay in the graph,
+   * alive, for ever.)
+   */
+  private sinkListed(meta: ObjectMeta): void {
+    this.known.uids.add(meta.uid);
+    this.sink({ type: 'upsert', resource: this.resource, meta });
   }
 
   private pause(ms: number): Promise<void> {
@@ -328,7 +358,7 @@ export class MetadataInformer {
         const meta = trimMeta(item.metadata);
         if (!meta) continue;
         seen.add(meta.uid);
-        this.sink({ type: 'upsert', resource: this.resource, meta });
+        this.sinkListed(meta);
       }
       rv = page.metadata?.resourceVersion ?? rv;
       cont = page.metadata?.continue || undefined;
@@ -393,13 +423,19 @@ export class MetadataInformer {
     let quiet: NodeJS.Timeout | undefined;
     if (listing) {
       const quietMs = this.opts.watchListQuietMs;
+      const deadlineMs = this.opts.watchListDeadlineMs;
       quiet = setInterval(
         () => {
-          if (!listing || Date.now() - Math.max(started, this.lastActivity) <= quietMs) return;
-          this.useListPages(`no initial-events-end bookmark after ${quietMs} ms of silence`);
+          if (!listing) return;
+          const now = Date.now();
+          if (now - started > deadlineMs)
+            this.useListPages(`no initial-events-end bookmark within ${deadlineMs} ms`);
+          else if (now - Math.max(started, this.lastActivity) > quietMs)
+            this.useListPages(`no initial-events-end bookmark after ${quietMs} ms of silence`);
+          else return;
           abort.abort();
         },
-        Math.max(10, Math.min(quietMs / 4, 1000)),
+        Math.max(10, Math.min(quietMs / 4, deadlineMs / 4, 1000)),
       );
       quiet.unref();
     }
@@ -428,11 +464,9 @@ export class MetadataInformer {
         () => {
           // Allowed; but a watch-list has no gap-free view until its initial events are in.
           this.forbidden = false;
-          if (this.gap && !listing) {
-            this.gap = false;
-            this.forbidden = false;
-            this.continuousSince = Date.now();
-          }
+          // A watch from a known resourceVersion replays everything after
+          // it: from here on, what it delivers continues what was delivered.
+          if (this.gap && !listing) this.gap = false;
         },
         (line) => {
           this.lastActivity = Date.now();
@@ -464,12 +498,11 @@ export class MetadataInformer {
                 if (ev.type === 'DELETED') {
                   listing.seen.delete(meta.uid);
                   this.known.uids.delete(meta.uid);
-                } else listing.seen.add(meta.uid);
-                this.sink({
-                  type: ev.type === 'DELETED' ? 'delete' : 'upsert',
-                  resource: this.resource,
-                  meta,
-                });
+                  this.sink({ type: 'delete', resource: this.resource, meta });
+                } else {
+                  listing.seen.add(meta.uid);
+                  this.sinkListed(meta);
+                }
                 return;
               }
               if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
@@ -492,7 +525,6 @@ export class MetadataInformer {
                 this.resourceVersion = rv;
                 this.listed(seen);
                 this.gap = false;
-                this.continuousSince = Date.now();
                 return;
               }
               if (rv) this.resourceVersion = rv;
@@ -514,6 +546,8 @@ export class MetadataInformer {
       clearInterval(watchdog);
       clearInterval(quiet);
     }
+    // No stream is delivering until the next one opens, however this one ended.
+    this.gap = true;
     if (gone) throw new GoneError();
     // A stream that ran to its end (server timeout) shows the resource is being watched.
     if (!abort.signal.aborted) this.lastActivity = Date.now();

@@ -77,7 +77,7 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
   },
   'orphan-watch-timeout': {
     kind: 'duration',
-    help: 'an Orphan deletion waits this long for broken or replaced watches to catch up, so that no unseen dependent keeps its reference; then it goes ahead with a warning',
+    help: 'an Orphan deletion waits this long for resources it can neither watch nor list (so that no unseen dependent keeps its reference); then it goes ahead with a warning',
     default: '2m',
   },
   'dry-run': {

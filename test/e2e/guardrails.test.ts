@@ -681,8 +681,12 @@ describe('kubegc under an RBAC that denies it one resource', () => {
             const events = await c.kc
               .makeApiClient(k8s.EventsV1Api)
               .listNamespacedEvent({ namespace: 'default' });
+            // This run's resource (a reused cluster keeps earlier runs' events on the same APIService).
             return events.items.find(
-              (e) => e.reason === 'WatchForbidden' && e.regarding?.name === `v1.${group}`,
+              (e) =>
+                e.reason === 'WatchForbidden' &&
+                e.regarding?.name === `v1.${group}` &&
+                e.note?.includes(`${plural}.${group}`),
             );
           },
           { timeoutMs: 60_000 },

@@ -311,15 +311,8 @@ export class Propagator {
       return;
     }
     const owners = this.graph.owners(uid);
-    for (const o of owners) this.graph.dropEdge(o, uid);
     if (this.graph.hasDependents(uid)) {
-      node.virtual = true;
-      node.beingDeleted = false;
-      node.deletingDependents = false;
-      node.hasOrphanFinalizer = false;
-      node.hasForegroundFinalizer = false;
-      node.resourceVersion = '';
-      node.ownerReferences = NO_OWNER_REFERENCES;
+      this.makeVirtual(node, owners);
       this.sinks.attemptToDelete(uid);
     } else this.graph.dropNode(uid);
     for (const o of owners) this.settleOwner(o);
@@ -630,16 +623,21 @@ export class Propagator {
       // known only from them), so that if it is observed again (the delete
       // was spurious: a restored etcd, a relist that missed it) its
       // dependents are still attached and its real delete queues them.
-      for (const o of owners) this.graph.dropEdge(o, node.uid);
-      node.virtual = true;
-      node.beingDeleted = false;
-      node.deletingDependents = false;
-      node.hasOrphanFinalizer = false;
-      node.hasForegroundFinalizer = false;
-      node.resourceVersion = '';
-      node.ownerReferences = NO_OWNER_REFERENCES;
+      this.makeVirtual(node, owners);
     } else this.graph.dropNode(node.uid);
     for (const o of owners) this.settleOwner(o);
+  }
+
+  /** An observed node becomes an owner known only from its dependents: its own edges and state go. */
+  private makeVirtual(node: NodeAttributes, owners: readonly string[]): void {
+    for (const o of owners) this.graph.dropEdge(o, node.uid);
+    node.virtual = true;
+    node.beingDeleted = false;
+    node.deletingDependents = false;
+    node.hasOrphanFinalizer = false;
+    node.hasForegroundFinalizer = false;
+    node.resourceVersion = '';
+    node.ownerReferences = NO_OWNER_REFERENCES;
   }
 
   /** A worker verified `identity` does not exist (upstream: a virtual delete event). */

@@ -245,31 +245,11 @@ test('a DELETE answered 429, its owner switched to Orphan before a retry: the de
     ),
   );
   // The seat holder: a ConfigMap whose DELETE by USER the webhook keeps waiting.
-  await c.core.createNamespacedConfigMap({
-    namespace: ns,
-    body: { metadata: { name: 'seat', labels: { [HOLD_LABEL]: 'true' } } },
-  });
-  await waitFor('the webhook to be called (a dry-run DELETE)', async () => {
-    const before = reviews;
-    await c.core.deleteNamespacedConfigMap({ name: 'seat', namespace: ns, dryRun: 'All' });
-    return reviews > before;
-  });
+  await holdSeat(ns);
   await rejectDeletes();
   let held: Promise<unknown> | undefined;
   try {
-    // The API server has taken the FlowSchema in once it reports it not dangling.
-    await waitFor('the FlowSchema to take effect', async () => {
-      const fs = (await c.kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({
-        group: 'flowcontrol.apiserver.k8s.io',
-        version: 'v1',
-        plural: 'flowschemas',
-        name: SQUEEZE,
-      })) as { status?: { conditions?: { type: string; status: string }[] } };
-      return fs.status?.conditions?.some((x) => x.type === 'Dangling' && x.status === 'False');
-    });
-    held = asUser.deleteNamespacedConfigMap({ name: 'seat', namespace: ns });
-    held.catch(() => undefined);
-    await waitFor('the seat holder to reach the webhook', () => Promise.resolve(holding));
+    ({ held } = await takeSeat(ns));
     await waitFor("USER's other DELETEs to be rejected", async () => {
       try {
         await asUser.deleteNamespacedConfigMap({ name: 'absent', namespace: ns });
@@ -312,6 +292,27 @@ test('a DELETE answered 429, its owner switched to Orphan before a retry: the de
   expect(dep).toBeDefined();
   expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
 });
+
+/**
+ * Once the squeeze's FlowSchema has taken effect (the API server reports it
+ * not dangling), USER's DELETE of the seat holder, which the webhook keeps
+ * waiting: it holds the priority level's one seat. Returns the DELETE (wrapped: awaiting it would wait for the webhook).
+ */
+async function takeSeat(ns: string): Promise<{ held: Promise<unknown> }> {
+  await waitFor('the FlowSchema to take effect', async () => {
+    const fs = (await c.kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({
+      group: 'flowcontrol.apiserver.k8s.io',
+      version: 'v1',
+      plural: 'flowschemas',
+      name: SQUEEZE,
+    })) as { status?: { conditions?: { type: string; status: string }[] } };
+    return fs.status?.conditions?.some((x) => x.type === 'Dangling' && x.status === 'False');
+  });
+  const held = asUser.deleteNamespacedConfigMap({ name: 'seat', namespace: ns });
+  held.catch(() => undefined);
+  await waitFor('the seat holder to reach the webhook', () => Promise.resolve(holding));
+  return { held };
+}
 
 /** The seat holder's ConfigMap, and the webhook seen called for its DELETE. */
 async function holdSeat(ns: string): Promise<void> {
@@ -420,18 +421,7 @@ test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orph
     }
   };
   try {
-    await waitFor('the FlowSchema to take effect', async () => {
-      const fs = (await c.kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({
-        group: 'flowcontrol.apiserver.k8s.io',
-        version: 'v1',
-        plural: 'flowschemas',
-        name: SQUEEZE,
-      })) as { status?: { conditions?: { type: string; status: string }[] } };
-      return fs.status?.conditions?.some((x) => x.type === 'Dangling' && x.status === 'False');
-    });
-    held = asUser.deleteNamespacedConfigMap({ name: 'seat', namespace: ns });
-    held.catch(() => undefined);
-    await waitFor('the seat holder to reach the webhook', () => Promise.resolve(holding));
+    ({ held } = await takeSeat(ns));
     await waitFor("USER's PATCHes to be rejected", async () => {
       try {
         await asUser.patchNamespacedConfigMap(

@@ -488,6 +488,11 @@ export class Propagator {
         // An owner in foreground deletion waits for its new dependent too.
         else if (owner.deletingDependents) this.sinks.attemptToDelete(uid);
       }
+      // An owner deleted while its dependents still named it (kept virtual,
+      // recorded absent): a dependent created naming it now is decided too.
+      // Without this it never was (found by the soak's net-reset run).
+      else if ((edgeIsNew || !this.graph.edge(ref.uid, uid)) && this.absent.has(identityKey(owner)))
+        this.sinks.attemptToDelete(uid);
     }
     const attrs = edgeAttributes(ref.controller === true, ref.blockOwnerDeletion === true);
     if (edgeIsNew) this.graph.addEdge(owner.uid, uid, attrs);

@@ -373,3 +373,20 @@ test('an owner deleted then observed again (the delete was spurious) still has i
   apply(upsert(meta('d', { ownerReferences: [ref('o'), ref('x')] })));
   expect(graph.owners('d').sort()).toEqual(['o', 'x']);
 });
+
+// Found by the soak (net-reset): an owner deleted while its dependents still
+// named it stays virtual; a dependent created naming it afterwards was never decided.
+test('a new dependent of an owner deleted while others still named it is queued to be decided', () => {
+  const { graph, apply, queued, clear } = setup();
+  apply(upsert(meta('o')));
+  apply(upsert(meta('d', { ownerReferences: [ref('o')] })));
+  apply(del(meta('o')));
+  expect(graph.get('o')?.virtual).toBe(true);
+  clear();
+  apply(upsert(meta('late', { ownerReferences: [ref('o')] })));
+  expect(queued.del).toEqual(['late']);
+  // A dependent already attached changing nothing about its reference queues nothing.
+  clear();
+  apply(upsert(meta('d', { ownerReferences: [ref('o')], resourceVersion: '9' })));
+  expect(queued.del).toEqual([]);
+});

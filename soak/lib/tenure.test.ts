@@ -124,7 +124,8 @@ test('writesOutsideTenure: writes inside their own tenure pass; Lease writes are
     deleteBy('a', 0.5, 'x'),
     deleteBy('a', 5.9, 'y', 404),
     deleteBy('b', 7.5, 'z'),
-    deleteBy('b', 9.999, 'w'),
+    // Completes (9.999) just before B's release is received (10).
+    deleteBy('b', 9.998, 'w'),
     // Not a replica.
     { ...deleteBy('a', 20, 'v'), userAgent: 'kubectl/v1.35.4' },
   ];
@@ -148,9 +149,43 @@ test('writesOutsideTenure: a write after the lease ran out, after the release, o
     ['c', 'never'],
   ]);
   expect(violations[0]?.reason).toMatch(
-    /delete configmaps ns\/late .* by a received .*ms after its tenure/,
+    /delete configmaps ns\/late .* by a \(received .*\) took effect .*ms after its tenure/,
   );
   expect(violations[3]?.reason).toMatch(/it never held the lease/);
+});
+
+// Issue 19, item 5: a write is judged by when it took effect, not when it was received.
+test('writesOutsideTenure: a write received in tenure that completed after it is a violation', () => {
+  // Received while A leads, held (an admission webhook, APF) until after A's lease ran out.
+  const held = { ...deleteBy('a', 5.5, 'held'), stageTimestamp: ts(6.5) };
+  // Held until B had taken over.
+  const heldIntoB = { ...deleteBy('a', 1.5, 'held-into-b'), stageTimestamp: ts(7.1) };
+  const events = [...history(), held, heldIntoB];
+  const violations = writesOutsideTenure(events, leaseTenures(events, LEASE), identityOf, LEASE);
+  expect(violations.map((v) => v.event.objectRef?.name)).toEqual(['held', 'held-into-b']);
+  expect(violations[0]?.reason).toMatch(
+    /by a \(received 2026-01-01T00:00:05\.500000Z\) took effect 2026-01-01T00:00:06\.500000Z, outside its tenures: 505\.000 ms after its tenure/,
+  );
+});
+
+test('writesOutsideTenure: only writes that completed with a 2xx took effect', () => {
+  const late = (name: string, o: Partial<AuditEvent>): AuditEvent => ({
+    ...deleteBy('a', 5.5, name),
+    stageTimestamp: ts(8),
+    ...o,
+  });
+  const events = [
+    ...history(),
+    // Cancelled by the client (its tenure ended), refused, or failed: no effect.
+    late('cancelled', { responseStatus: { code: 500 } }),
+    late('conflict', { responseStatus: { code: 409 } }),
+    late('no-status', { responseStatus: undefined }),
+    late('panic', { stage: 'Panic', responseStatus: { code: 200 } }),
+    // The one that did take effect, after A's tenure.
+    late('done', {}),
+  ];
+  const violations = writesOutsideTenure(events, leaseTenures(events, LEASE), identityOf, LEASE);
+  expect(violations.map((v) => v.event.objectRef?.name)).toEqual(['done']);
 });
 
 test('kubegcIdentityFromUserAgent', () => {

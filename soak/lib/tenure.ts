@@ -5,8 +5,12 @@
 // else, nobody, or nobody any more, held it) and ends at the earliest of: its
 // release (an update with holderIdentity ''), another holder's acquire, or
 // its last renewTime + leaseDurationSeconds. Every write a replica makes,
-// other than to the Lease itself, must be received inside one of its own
-// tenures: a write after that is one a standby may be making too.
+// other than to the Lease itself, must TAKE EFFECT inside one of its own
+// tenures: a write that completes after that is one a standby may be making
+// too. A write takes effect when it completes: the stageTimestamp of its
+// ResponseComplete stage, and only one answered 2xx takes effect at all (a
+// write received in tenure and held by, say, an admission webhook until after
+// it counts at the time it completed; one that was cancelled did nothing).
 import { auditTimeMs, WRITE_VERBS, type AuditEvent } from './audit.ts';
 
 /** One uninterrupted holding of the Lease; ms since the epoch, server clock, [from, to). */
@@ -110,9 +114,18 @@ function describe(e: AuditEvent): string {
 const iso = (ms: number): string => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms));
 
 /**
+ * When a write took effect: the stageTimestamp of its ResponseComplete
+ * stage, if it was answered 2xx; undefined if it did not take effect.
+ */
+export function tookEffectAt(e: AuditEvent): number | undefined {
+  if (e.stage !== 'ResponseComplete' || !succeeded(e)) return undefined;
+  return auditTimeMs(e.stageTimestamp);
+}
+
+/**
  * Every write by a replica (as `identityOf` attributes it; undefined: not a
- * replica), except its writes to the Lease itself, whose requestReceivedTimestamp
- * is not inside one of that replica's tenures.
+ * replica), except its writes to the Lease itself, that took effect (see
+ * tookEffectAt) outside one of that replica's tenures.
  */
 export function writesOutsideTenure(
   events: AuditEvent[],
@@ -127,7 +140,8 @@ export function writesOutsideTenure(
     if (!WRITE_VERBS.has(e.verb) || isLease(e, lease)) continue;
     const identity = identityOf(e);
     if (identity === undefined) continue;
-    const at = auditTimeMs(e.requestReceivedTimestamp);
+    const at = tookEffectAt(e);
+    if (at === undefined) continue;
     const own = byIdentity.get(identity) ?? [];
     if (own.some((t) => t.from <= at && at < t.to)) continue;
     const before = own.filter((t) => t.to <= at).at(-1);
@@ -145,7 +159,7 @@ export function writesOutsideTenure(
     violations.push({
       identity,
       event: e,
-      reason: `${describe(e)} by ${identity} received ${e.requestReceivedTimestamp}, outside its tenures: ${context}`,
+      reason: `${describe(e)} by ${identity} (received ${e.requestReceivedTimestamp}) took effect ${e.stageTimestamp}, outside its tenures: ${context}`,
     });
   }
   return violations;

@@ -119,12 +119,19 @@ export interface RequestOptions {
   contentType?: string;
   accept?: string;
   timeoutMs?: number;
+  /**
+   * Cancels the request: one not yet on the wire is never sent; one in
+   * flight is reset (RST_STREAM CANCEL over HTTP/2, the socket destroyed over
+   * HTTP/1.1) and rejects with an ApiError (status 0), never resolves.
+   */
   signal?: AbortSignal;
   /** Label for the request metric (LIST, GET, ...); defaults to the HTTP method. */
   verb?: string;
   /**
    * Checked after the rate limiter and before every attempt (retries
-   * included); throwing stops the request before it reaches the wire. The
+   * included), and again after the auth headers are refreshed (an exec
+   * plugin may take a while); throwing stops the request before it reaches
+   * the wire. The
    * leader-election write guard lives here, so that no write waits in the
    * token bucket or a Retry-After sleep and then leaves after the lease is gone.
    */
@@ -246,8 +253,9 @@ export class KubeClient {
     path: string,
     o: RequestOptions,
     agent: http.Agent,
+    prepared?: Prepared,
   ): Promise<http.IncomingMessage> {
-    const { headers, payload } = await this.prepare(o);
+    const { headers, payload } = prepared ?? (await this.prepare(o));
     const u = this.url(path, o.query);
     const lib = u.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
@@ -273,12 +281,28 @@ export class KubeClient {
       if (this.opts.intercept)
         await this.opts.intercept({ method, path, verb, query: o.query, body: o.body });
       o.beforeSend?.();
-      let answer: Answer;
+      let prepared: Prepared;
       try {
-        answer = await this.exchange(method, path, { timeoutMs: this.opts.requestTimeoutMs, ...o });
+        prepared = await this.prepare(o);
       } catch (err) {
         this.opts.onRequest?.(verb, 0);
         throw new ApiError(method, path, 0, (err as Error).message);
+      }
+      // The header refresh may have waited on an exec plugin: check again.
+      o.beforeSend?.();
+      if (o.signal?.aborted) throw new ApiError(method, path, 0, abortedMessage(o.signal));
+      let answer: Answer;
+      try {
+        answer = await this.exchange(
+          method,
+          path,
+          { timeoutMs: this.opts.requestTimeoutMs, ...o },
+          prepared,
+        );
+      } catch (err) {
+        this.opts.onRequest?.(verb, 0);
+        const message = o.signal?.aborted ? abortedMessage(o.signal) : (err as Error).message;
+        throw new ApiError(method, path, 0, message);
       }
       const { status, text } = answer;
       this.opts.onRequest?.(verb, status);
@@ -303,10 +327,15 @@ export class KubeClient {
   }
 
   /** One request and its whole answer, over HTTP/2 when the server speaks it. */
-  private async exchange(method: string, path: string, o: RequestOptions): Promise<Answer> {
+  private async exchange(
+    method: string,
+    path: string,
+    o: RequestOptions,
+    prepared: Prepared,
+  ): Promise<Answer> {
     const h2 = this.h2;
     if (h2 && !h2.unsupported) {
-      const { headers, payload } = await this.prepare(o);
+      const { headers, payload } = prepared;
       const answer = await h2.exchange(
         method,
         this.pathWithQuery(path, o.query),
@@ -317,7 +346,7 @@ export class KubeClient {
       if (answer) return answer;
       // The server chose HTTP/1.1 for the connection: use it from now on.
     }
-    const res = await this.send(method, path, o, this.agent);
+    const res = await this.send(method, path, o, this.agent, prepared);
     const text = await readBody(res);
     const retryAfter = res.headers['retry-after'];
     return {
@@ -440,6 +469,16 @@ export class KubeClient {
     this.watchAgent.destroy();
     this.h2?.close();
   }
+}
+
+interface Prepared {
+  headers: Record<string, string>;
+  payload: string | undefined;
+}
+
+function abortedMessage(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  return `aborted: ${reason instanceof Error ? reason.message : String(reason)}`;
 }
 
 interface Answer {
@@ -568,6 +607,7 @@ class Http2Connection {
     payload: string | undefined,
     o: RequestOptions,
   ): Promise<Answer | undefined> {
+    if (o.signal?.aborted) return Promise.reject(new Error(abortedMessage(o.signal)));
     const session = this.open();
     const h2Headers: http2.OutgoingHttpHeaders = { ':method': method, ':path': pathWithQuery };
     for (const [k, v] of Object.entries(headers)) h2Headers[k.toLowerCase()] = v;
@@ -575,7 +615,7 @@ class Http2Connection {
       let req: http2.ClientHttp2Stream;
       try {
         // endStream explicitly: Node would close a DELETE's stream before its body.
-        req = session.request(h2Headers, { signal: o.signal, endStream: payload === undefined });
+        req = session.request(h2Headers, { endStream: payload === undefined });
       } catch (err) {
         // A session at the end of its life (out of stream IDs, closing): next time, a new one.
         if (this.session === session) this.session = undefined;
@@ -594,6 +634,15 @@ class Http2Connection {
           req.close(http2.constants.NGHTTP2_CANCEL);
         });
       }
+      // The caller's signal resets the stream (RST_STREAM CANCEL): the API
+      // server cancels the request's context (an admission webhook it waits
+      // on, say), and the request rejects, whatever has arrived of its answer.
+      const signal = o.signal;
+      const onAbort = (): void => {
+        failure ??= new Error(signal ? abortedMessage(signal) : 'aborted');
+        req.close(http2.constants.NGHTTP2_CANCEL);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       req.on('response', (h) => {
         this.noteRead(session);
         status = Number(h[':status'] ?? 0);
@@ -610,6 +659,7 @@ class Http2Connection {
         failure ??= err;
       });
       req.on('close', () => {
+        signal?.removeEventListener('abort', onAbort);
         if (--this.active === 0 && !session.destroyed) session.unref();
         if (status !== 0 && !failure) {
           resolve({ status, retryAfter, text: Buffer.concat(chunks).toString('utf8') });
@@ -646,8 +696,16 @@ function readBody(res: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    let ended = false;
+    res.on('end', () => {
+      ended = true;
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    });
     res.on('error', reject);
+    // Destroyed before its end (the request's signal aborted): never a success.
+    res.on('close', () => {
+      if (!ended) reject(new Error('the response was cut off'));
+    });
   });
 }
 

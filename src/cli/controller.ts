@@ -187,6 +187,17 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
       orphanWatchWaitMs: flags['orphan-watch-timeout'] as number,
       allowWrites: writesAllowed,
+      // Each write's signal aborts when the tenure ends; its timeout is at most
+      // leaseDuration − renewDeadline (elector.writeTimeoutMs).
+      writeTenure: flags['leader-elect']
+        ? {
+            writeSignal: () => elector?.writeSignal(),
+            writeTimeoutMs: Math.min(
+              flags['request-timeout'] as number,
+              leaseDuration - renewDeadline,
+            ),
+          }
+        : undefined,
     },
     metrics.gc,
   );

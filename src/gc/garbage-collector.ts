@@ -29,6 +29,7 @@ import {
 } from './context.ts';
 import { attemptToOrphan, DEFAULT_ORPHAN_WATCH_WAIT_MS } from './attempt-to-orphan.ts';
 import { apiEventRecorder } from './events.ts';
+import type { WriteTenure } from '../leader/lease.ts';
 import { GcApi, NotLeaderError } from './operations.ts';
 
 export const DEFAULT_IGNORED_RESOURCES = ['events', 'events.events.k8s.io'];
@@ -45,6 +46,8 @@ export interface GarbageCollectorOptions {
   informer?: Partial<InformerOptions>;
   /** Consulted before every write (leader election); default: always. */
   allowWrites?: () => boolean;
+  /** Bounds every PATCH/DELETE in time once on the wire (leader election): its signal and timeout. */
+  writeTenure?: WriteTenure;
   /** How long an Orphan deletion waits for watches that are behind before it goes ahead. */
   orphanWatchWaitMs: number;
 }
@@ -151,7 +154,7 @@ export class GarbageCollector {
       metrics.graphChanges,
     );
     this.ctx = {
-      api: new GcApi(client, this.opts.allowWrites),
+      api: new GcApi(client, this.opts.allowWrites, this.opts.writeTenure),
       graph: this.graph,
       absent: this.absent,
       mapper: () => this.mapper,

@@ -18,6 +18,7 @@ import {
   type ResourceInfo,
 } from '../api/resources.ts';
 import { trimMeta, type RawMeta } from '../api/resources.ts';
+import type { WriteTenure } from '../leader/lease.ts';
 import type { DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
@@ -41,9 +42,15 @@ const CONFLICT: WriteOutcome = { outcome: 'conflict' };
 export class GcApi {
   readonly client: KubeClient;
   private readonly allowWrites: () => boolean;
-  constructor(client: KubeClient, allowWrites: () => boolean = () => true) {
+  private readonly tenure: WriteTenure | undefined;
+  /**
+   * `allowWrites`: the write guard. `tenure` (leader election): what bounds
+   * each write once it is on the wire.
+   */
+  constructor(client: KubeClient, allowWrites: () => boolean = () => true, tenure?: WriteTenure) {
     this.client = client;
     this.allowWrites = allowWrites;
+    this.tenure = tenure;
   }
 
   /**
@@ -64,11 +71,31 @@ export class GcApi {
    * decision made before the wait (an owner may have been switched to Orphan
    * since), so the 429 goes back to the work queue and the object is decided
    * again after the server's Retry-After.
+   *
+   * With leader election, also the tenure's signal and a timeout no longer
+   * than leaseDuration − renewDeadline: the guard bounds when a write is
+   * sent, these bound when it can take effect. A write still in flight when
+   * the tenure ends is cancelled on the wire and rejects (an ApiError the
+   * work queue retries); one sent at the last moment of the tenure is over
+   * before a standby can take the lease. (A getter: each write gets the
+   * current tenure's signal.)
    */
-  private readonly writeOptions = {
-    beforeSend: (): void => this.guard(),
-    retryThrottled: false,
-  } as const;
+  private get writeOptions(): {
+    beforeSend: () => void;
+    retryThrottled: false;
+    signal?: AbortSignal;
+    timeoutMs?: number;
+  } {
+    const o = { beforeSend: (): void => this.guard(), retryThrottled: false as const };
+    if (!this.tenure) return o;
+    const signal = this.tenure.writeSignal();
+    // No tenure signal yet: the guard refuses the write anyway.
+    return {
+      ...o,
+      ...(signal ? { signal } : {}),
+      timeoutMs: Math.max(1, this.tenure.writeTimeoutMs),
+    };
+  }
 
   /**
    * Live metadata of one object, or undefined if it does not exist.

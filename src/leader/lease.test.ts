@@ -207,3 +207,63 @@ test('stop() aborts a hung renewal, then releases the lease; mayWrite() is false
   expect(api.lease?.spec.holderIdentity).toBe('');
   expect(api.lease?.spec.leaseDurationSeconds).toBe(1);
 });
+
+// Issue 19, item 5: the lease bounds when a write takes effect, not only when it is sent.
+test('a renewal read that shows another holder: mayWrite() turns false at once, long before the deadline, and the write signal aborts', async () => {
+  const api = new FakeLeaseApi();
+  const start = performance.now();
+  const { elector, lost } = await leading(api);
+  const signal = elector.writeSignal();
+  expect(signal?.aborted).toBe(false);
+  // Another replica took the Lease over (a standby that saw it expire, a clock gone wrong).
+  if (!api.lease) throw new Error('no lease');
+  api.lease.spec.holderIdentity = 'host-b_2';
+  api.lease.metadata.resourceVersion = '100';
+  await jest.advanceTimersByTimeAsync(OPTS.retryPeriodMs);
+  expect(performance.now() - start).toBeLessThan(OPTS.renewDeadlineMs);
+  expect(elector.mayWrite()).toBe(false);
+  expect(elector.isLeader).toBe(false);
+  expect(elector.writeDeadline()).toBeUndefined();
+  expect(lost).toHaveBeenCalledTimes(1);
+  expect(signal?.aborted).toBe(true);
+  // The renewal stopped at its read: the other holder's Lease is left alone.
+  expect(api.calls.at(-1)?.method).toBe('GET');
+  expect(api.lease.spec.holderIdentity).toBe('host-b_2');
+  await jest.advanceTimersByTimeAsync(5 * OPTS.retryPeriodMs);
+  expect(lost).toHaveBeenCalledTimes(1);
+  await elector.stop();
+  expect(api.lease.spec.holderIdentity).toBe('host-b_2');
+});
+
+test('the write signal aborts at the renew deadline, re-armed by each successful renewal; writes time out within leaseDuration − renewDeadline', async () => {
+  const api = new FakeLeaseApi();
+  const start = performance.now();
+  const { elector, lost } = await leading(api);
+  expect(elector.writeTimeoutMs).toBe(OPTS.leaseDurationMs - OPTS.renewDeadlineMs);
+  expect(elector.writeDeadline()).toBe(start + OPTS.renewDeadlineMs);
+  const signal = elector.writeSignal();
+  // Renewals succeed: the same tenure, its deadline moving on with each one.
+  await jest.advanceTimersByTimeAsync(3 * OPTS.renewDeadlineMs);
+  expect(signal?.aborted).toBe(false);
+  expect(elector.writeSignal()).toBe(signal);
+  const lastGood = api.calls.filter((c) => c.method === 'PUT').at(-1)?.at ?? NaN;
+  expect(elector.writeDeadline()).toBe(lastGood + OPTS.renewDeadlineMs);
+  // Renewals stop succeeding: the signal aborts exactly at the last one's deadline.
+  api.hang = true;
+  await jest.advanceTimersByTimeAsync(lastGood + OPTS.renewDeadlineMs - 1 - performance.now());
+  expect(signal?.aborted).toBe(false);
+  await jest.advanceTimersByTimeAsync(1);
+  expect(signal?.aborted).toBe(true);
+  expect((signal?.reason as Error).message).toMatch(/leader lease was lost/);
+  expect(lost).toHaveBeenCalledTimes(1);
+  await elector.stop();
+});
+
+test('stop() aborts the write signal', async () => {
+  const api = new FakeLeaseApi();
+  const { elector } = await leading(api);
+  const signal = elector.writeSignal();
+  expect(signal?.aborted).toBe(false);
+  await elector.stop();
+  expect(signal?.aborted).toBe(true);
+});

@@ -17,6 +17,17 @@
 // lease is gone. Each renewal's requests are aborted at lastRenew +
 // renewDeadline, and the elector stops leading at that moment even if a
 // request is still outstanding.
+//
+// The guard bounds when a write is SENT; a write can still take effect much
+// later (a header refresh, a reconnect and TLS handshake, APF queuing,
+// admission webhooks). So every write also carries `writeSignal()`, which
+// aborts when the tenure ends (the deadline above passes without a renewal,
+// a renewal read shows another holder, stop), cancelling the write on the
+// wire; and a request timeout of at most leaseDuration − renewDeadline
+// (`writeTimeoutMs`): a write sent before the renew deadline is over by the
+// lease duration, before any standby can have taken over. A renewal read that
+// shows another holder ends the tenure at once.
+import { setMaxListeners } from 'node:events';
 import { ApiError, isConflict, isNotFound, type RequestOptions } from '../api/client.ts';
 import type { Logger } from '../log.ts';
 
@@ -31,6 +42,21 @@ export interface LeaderElectionOptions {
   now?: () => number;
   /** Wall clock for the Lease's acquireTime/renewTime (default new Date()). */
   wallClock?: () => Date;
+}
+
+/**
+ * What bounds a write in time beyond the guard: what LeaderElector offers to
+ * the writers (GcApi).
+ */
+export interface WriteTenure {
+  /**
+   * Aborts when this replica's right to write ends; every write in flight
+   * carries it and is cancelled on the wire then. undefined: no tenure yet
+   * (the guard refuses every write anyway).
+   */
+  writeSignal(): AbortSignal | undefined;
+  /** The longest one write may take (its request timeout). */
+  readonly writeTimeoutMs: number;
 }
 
 /** The part of KubeClient the elector uses (a stand-in in unit tests). */
@@ -61,7 +87,7 @@ interface Attempt {
   done: Promise<boolean>;
 }
 
-export class LeaderElector {
+export class LeaderElector implements WriteTenure {
   private readonly client: LeaseClient;
   private readonly log: Logger;
   private readonly opts: LeaderElectionOptions;
@@ -76,6 +102,8 @@ export class LeaderElector {
   /** Monotonic start of the last successful acquire/renew attempt. */
   private lastRenew = -Infinity;
   private attempt: Attempt | undefined;
+  /** Aborted when the current tenure ends (lost, or stopped); a new one per acquisition. */
+  private tenure: AbortController | undefined;
   private onLost: (() => void) | undefined;
   private wake: (() => void) | undefined;
 
@@ -99,6 +127,32 @@ export class LeaderElector {
    */
   mayWrite(): boolean {
     return this.leading && !this.stopped && this.now() - this.lastRenew < this.opts.renewDeadlineMs;
+  }
+
+  /**
+   * When (monotonic) the right to write ends unless a renewal succeeds first:
+   * lastRenew + renewDeadline; undefined when not leading.
+   */
+  writeDeadline(): number | undefined {
+    return this.leading && !this.stopped ? this.lastRenew + this.opts.renewDeadlineMs : undefined;
+  }
+
+  /**
+   * Aborts when the tenure ends: at writeDeadline() (re-armed by every
+   * successful renewal), when a renewal read shows another holder, or on
+   * stop(). Already aborted once the tenure is over.
+   */
+  writeSignal(): AbortSignal | undefined {
+    return this.tenure?.signal;
+  }
+
+  /**
+   * A write's request timeout: sent before the renew deadline, it is over
+   * before the lease duration, so it cannot take effect after a standby
+   * could have taken over.
+   */
+  get writeTimeoutMs(): number {
+    return this.opts.leaseDurationMs - this.opts.renewDeadlineMs;
   }
 
   private get path(): string {
@@ -127,6 +181,9 @@ export class LeaderElector {
       if (ok && !this.stopped && this.now() - start < this.opts.renewDeadlineMs) {
         this.leading = true;
         this.lastRenew = start;
+        this.tenure = new AbortController();
+        // Every write in flight listens on it.
+        setMaxListeners(0, this.tenure.signal);
         break;
       }
       if (this.stopped) break;
@@ -150,7 +207,7 @@ export class LeaderElector {
       this.armDeadline();
     } else if (this.now() >= deadline) {
       // The deadline timer may not have run yet (a stalled event loop).
-      this.lose();
+      this.lose('could not renew it within the renew deadline');
       return;
     }
     this.renewTimer = setTimeout(() => void this.renew(), this.opts.retryPeriodMs);
@@ -164,21 +221,25 @@ export class LeaderElector {
       () => {
         this.deadlineTimer = undefined;
         if (!this.leading || this.stopped) return;
-        if (this.now() - this.lastRenew >= this.opts.renewDeadlineMs) this.lose();
+        if (this.now() - this.lastRenew >= this.opts.renewDeadlineMs)
+          this.lose('could not renew it within the renew deadline');
         else this.armDeadline();
       },
       Math.max(1, Math.ceil(left)),
     );
   }
 
-  private lose(): void {
+  private lose(why: string, fields: Record<string, unknown> = {}): void {
     if (!this.leading) return;
     this.leading = false;
     this.clearTimers();
-    this.attempt?.abort.abort(new Error('renew deadline passed'));
-    this.log.error('lost the leader lease: could not renew it within the renew deadline', {
+    // Writes in flight are cancelled on the wire: none may take effect from now on.
+    this.tenure?.abort(new Error(`the leader lease was lost: ${why}`));
+    this.attempt?.abort.abort(new Error(`lost the leader lease: ${why}`));
+    this.log.error(`lost the leader lease: ${why}`, {
       identity: this.opts.identity,
       renewDeadlineMs: this.opts.renewDeadlineMs,
+      ...fields,
     });
     this.onLost?.();
   }
@@ -294,6 +355,12 @@ export class LeaderElector {
     const record = JSON.stringify(spec);
     if (!this.observed || this.observed.record !== record)
       this.observed = { record, at: this.now() };
+    // Leading, and the Lease names someone else (or nobody): another replica
+    // took it over (or it was released). Stop writing at once, not at the deadline.
+    if (this.leading && spec.holderIdentity !== this.opts.identity) {
+      this.lose('a renewal read shows another holder', { holder: spec.holderIdentity ?? '' });
+      return false;
+    }
     const held = spec.holderIdentity && spec.holderIdentity !== this.opts.identity;
     const durationMs = (spec.leaseDurationSeconds ?? 0) * 1000;
     if (held && this.observed.at + durationMs > this.now()) return false;
@@ -330,6 +397,9 @@ export class LeaderElector {
     this.stopped = true;
     this.wake?.();
     this.clearTimers();
+    // The caller drained its writes first; any still in flight stop here,
+    // before the Lease is released.
+    this.tenure?.abort(new Error('the leader elector is stopping'));
     const inFlight = this.attempt;
     if (inFlight) {
       inFlight.abort.abort(new Error('stopping'));

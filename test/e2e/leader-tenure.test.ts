@@ -7,6 +7,16 @@
 // Every write of each replica must have been received inside one of its own
 // tenures of the Lease, and the SIGTERM'd replica's release must come after
 // its last write.
+//
+// And (issue 19, item 5) a write is bounded by when it takes effect, not when
+// it is sent: two replicas in this process, an admission webhook (here too)
+// holding kubegc's DELETEs, and the leader's renewals failing while one of
+// its DELETEs is held. No write of the old leader may take effect (by the
+// audit log's ResponseComplete) after the new leader's first write.
+import { randomUUID } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import type { Cluster } from '../../cluster/controlplane.ts';
 import { controllerArgs } from '../../cluster/kubegc-command.ts';
@@ -14,12 +24,25 @@ import { auditTimeMs, readAuditLog, WRITE_VERBS, type AuditEvent } from '../../s
 import {
   kubegcIdentityFromUserAgent,
   leaseTenures,
+  tookEffectAt,
   writesOutsideTenure,
 } from '../../soak/lib/tenure.ts';
-import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import { KubeClient } from '../../src/api/client.ts';
+import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
+import { LeaderElector } from '../../src/leader/lease.ts';
+import { createLogger, silentLogger } from '../../src/log.ts';
+import {
+  clients,
+  e2eCluster,
+  kubegcKubeConfig,
+  testNamespace,
+  waitFor,
+  type Clients,
+} from '../support/cluster.ts';
 import { runKubegc, type KubegcProcess, type LogLine } from '../support/kubegc.ts';
-import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
+import { configMap, configMapNames, isGone, ownerRef, times } from '../support/objects.ts';
 import { KUBEGC_SERVICE_ACCOUNT, serviceAccountKubeconfig } from '../support/service-account.ts';
+import { selfSignedCert } from '../support/tls.ts';
 
 let cluster: Cluster;
 let c: Clients;
@@ -181,6 +204,322 @@ test('a leader frozen past its lease writes nothing after it resumes, and SIGTER
     // SIGKILL ends a stopped process too.
     await a.kill();
     await b?.kill();
+    await c.kc
+      .makeApiClient(k8s.CoordinationV1Api)
+      .deleteNamespacedLease(lease)
+      .catch(() => undefined);
+  }
+});
+
+const HOLD_LABEL = 'e2e.kubegc.io/hold-delete';
+/** How long the webhook holds a DELETE (unless the API server gives up on it first). */
+const HOLD_MS = 20_000;
+
+/**
+ * A validating webhook in this process that holds every DELETE of an object
+ * labelled HOLD_LABEL for HOLD_MS (dry runs are answered at once), then
+ * allows it.
+ */
+async function holdingWebhook() {
+  const tls = selfSignedCert(['127.0.0.1']);
+  let reviews = 0;
+  /** Held DELETEs: each answers when called (at HOLD_MS, or at release()). */
+  const held = new Set<() => void>();
+  /** Held DELETEs whose admission call the API server gave up on (its request was cancelled). */
+  let abandoned = 0;
+  let holding = true;
+  const server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      reviews++;
+      const review = JSON.parse(body) as { request: { uid: string; dryRun?: boolean } };
+      const answer = (): void => {
+        held.delete(answer);
+        clearTimeout(timer);
+        if (res.writableEnded || res.destroyed) return;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            apiVersion: 'admission.k8s.io/v1',
+            kind: 'AdmissionReview',
+            response: { uid: review.request.uid, allowed: true },
+          }),
+        );
+      };
+      const timer = setTimeout(answer, review.request.dryRun || !holding ? 0 : HOLD_MS);
+      if (review.request.dryRun || !holding) return;
+      held.add(answer);
+      res.on('close', () => {
+        if (res.writableEnded) return;
+        abandoned++;
+        held.delete(answer);
+        clearTimeout(timer);
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/validate`,
+    caBundle: tls.cert.toString('base64'),
+    reviews: () => reviews,
+    held: () => held.size,
+    abandoned: () => abandoned,
+    /** Answers every held DELETE now, and holds no more. */
+    release(): void {
+      holding = false;
+      for (const answer of [...held]) answer();
+    },
+    close: async (): Promise<void> => {
+      holding = false;
+      for (const answer of [...held]) answer();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/**
+ * One replica in this process, wired as `kubegc controller --leader-elect`
+ * wires it: the write guard, each write's tenure signal and timeout, the GC
+ * started only once it leads, stopped (writes drained) when it loses.
+ */
+async function replica(
+  name: string,
+  lease: { namespace: string; name: string },
+  durations: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number },
+) {
+  const identity = `tenure-${name}-${randomUUID().slice(0, 8)}`;
+  const kc = await kubegcKubeConfig(cluster);
+  const client = await KubeClient.create(kc, { userAgent: `kubegc/e2e (${identity})` });
+  let leaseBlocked = false;
+  const leaseClient = await KubeClient.create(kc, {
+    qps: 0,
+    userAgent: `kubegc/e2e (${identity}) leader-election`,
+    // The test's seam: while set, this replica's Lease requests fail before the wire.
+    intercept: () => {
+      if (leaseBlocked) throw new Error('e2e: Lease requests blocked');
+    },
+  });
+  const log = process.env.KUBEGC_E2E_DEBUG_LOG
+    ? createLogger('debug', (l) =>
+        appendFileSync(process.env.KUBEGC_E2E_DEBUG_LOG ?? '', `${name} ${l}`),
+      )
+    : silentLogger;
+  const elector = new LeaderElector(leaseClient, log, {
+    ...lease,
+    identity,
+    ...durations,
+  });
+  let stopping = false;
+  const gc = new GarbageCollector(client, log, {
+    discoveryPeriodMs: 3_600_000,
+    allowWrites: () => !stopping && elector.mayWrite(),
+    writeTenure: {
+      writeSignal: () => elector.writeSignal(),
+      writeTimeoutMs: Math.min(30_000, durations.leaseDurationMs - durations.renewDeadlineMs),
+    },
+  });
+  let lost = false;
+  let gcStopped: Promise<void> | undefined;
+  const stopGc = (): Promise<void> => {
+    stopping = true;
+    gcStopped ??= gc.stop();
+    return gcStopped;
+  };
+  await gc.sync();
+  const leads = elector
+    .run(() => {
+      lost = true;
+      void stopGc();
+    })
+    .then(() => {
+      if (!stopping && elector.isLeader) gc.startWorkers();
+    });
+  return {
+    identity,
+    gc,
+    elector,
+    leads,
+    lost: () => lost,
+    blockLease: () => (leaseBlocked = true),
+    /** Stops the GC (drains its writes), then the elector (releases the Lease if it holds it). */
+    async stop(): Promise<void> {
+      await stopGc();
+      leaseBlocked = false;
+      await elector.stop();
+      client.close();
+      leaseClient.close();
+    },
+  };
+}
+
+test('a leader whose DELETE is held by an admission webhook while its renewals fail: none of its writes takes effect after the new leader writes', async () => {
+  const auditLog = cluster.auditLog;
+  if (!auditLog) throw new Error('the e2e cluster runs without its audit log');
+  const ns = await testNamespace(c.core, 'leader-held');
+  const lease = { namespace: KUBEGC_SERVICE_ACCOUNT.namespace, name: ns };
+  // The existing test's durations: a write's timeout is at most 4 s − 3 s.
+  const durations = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
+  const webhook = await holdingWebhook();
+  const admission = c.kc.makeApiClient(k8s.AdmissionregistrationV1Api);
+  const webhookName = `kubegc-e2e-hold-deletes-${ns}`.slice(0, 63);
+  await admission.createValidatingWebhookConfiguration({
+    body: {
+      metadata: { name: webhookName },
+      webhooks: [
+        {
+          name: 'hold-delete.e2e.kubegc.io',
+          clientConfig: { url: webhook.url, caBundle: webhook.caBundle },
+          rules: [
+            {
+              operations: ['DELETE'],
+              apiGroups: [''],
+              apiVersions: ['v1'],
+              resources: ['configmaps'],
+              scope: 'Namespaced',
+            },
+          ],
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+          objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
+          // A cancelled admission call fails the DELETE: it never takes effect.
+          failurePolicy: 'Fail',
+          sideEffects: 'None',
+          admissionReviewVersions: ['v1'],
+          timeoutSeconds: 30,
+        },
+      ],
+    },
+  });
+  let a: Awaited<ReturnType<typeof replica>> | undefined;
+  let b: Awaited<ReturnType<typeof replica>> | undefined;
+  try {
+    // The webhook is live once a dry-run DELETE of a labelled object reaches it.
+    await c.core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'probe', labels: { [HOLD_LABEL]: 'true' } } },
+    });
+    await waitFor('the webhook to be called (a dry-run DELETE)', async () => {
+      const before = webhook.reviews();
+      await c.core.deleteNamespacedConfigMap({ name: 'probe', namespace: ns, dryRun: 'All' });
+      return webhook.reviews() > before;
+    });
+
+    a = await replica('a', lease, durations);
+    await a.leads;
+    expect(a.elector.isLeader).toBe(true);
+    b = await replica('b', lease, durations);
+    const standby = b;
+    let bLeads = false;
+    void standby.leads.then(() => (bLeads = standby.elector.isLeader));
+
+    // `held`: its DELETE waits in the webhook. `dep-*`: deleted at once, by whoever leads.
+    const heldOwner = await configMap(c, ns, 'held-owner');
+    const held = await c.core.createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: {
+          name: 'held',
+          labels: { [HOLD_LABEL]: 'true' },
+          ownerReferences: [ownerRef(heldOwner)],
+        },
+      },
+    });
+    const owner = await configMap(c, ns, 'owner');
+    const deps = await times(5, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));
+    const leader = a;
+    await waitFor('both graphs to observe the objects', () =>
+      Promise.resolve(
+        [leader, standby].every((r) =>
+          [held.metadata?.uid ?? '', ...deps.map((d) => d.uid)].every(
+            (uid) => r.gc.graph.get(uid)?.virtual === false,
+          ),
+        ),
+      ),
+    );
+
+    // A's DELETE of `held` goes out and waits in the webhook; then A's renewals fail.
+    await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'held-owner' });
+    await waitFor('A’s DELETE of held to wait in the webhook', () =>
+      Promise.resolve(webhook.held() > 0),
+    );
+    a.blockLease();
+    await waitFor('A to lose the lease', () => Promise.resolve(leader.lost()), {
+      timeoutMs: 10_000,
+      intervalMs: 50,
+    });
+    await waitFor('B to take over', () => Promise.resolve(bLeads), { timeoutMs: 30_000 });
+    // B writes: it deletes the dependents of `owner`.
+    await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+    for (const d of deps)
+      await waitFor(`B to delete ${d.name}`, () => isGone(c, d), {
+        timeoutMs: 30_000,
+      });
+    // Whatever the webhook still holds is allowed now: a DELETE of A's still
+    // in flight would take effect here, after B's writes.
+    const abandoned = webhook.abandoned();
+    webhook.release();
+    await b.stop();
+    await a.stop();
+    const idA = a.identity;
+    const idB = b.identity;
+
+    const isReleaseByB = (e: AuditEvent): boolean =>
+      e.verb === 'update' &&
+      e.objectRef?.resource === 'leases' &&
+      e.objectRef.namespace === lease.namespace &&
+      e.objectRef.name === lease.name &&
+      kubegcIdentityFromUserAgent(e.userAgent) === idB &&
+      (e.requestObject as { spec?: { holderIdentity?: string } } | undefined)?.spec
+        ?.holderIdentity === '';
+    const events = await waitFor(
+      "B's release in the audit log",
+      async () => {
+        const all = await readAuditLog(auditLog);
+        return all.some(isReleaseByB) ? all : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
+    const ours = (e: AuditEvent): string | undefined => {
+      const id = kubegcIdentityFromUserAgent(e.userAgent);
+      return id === idA || id === idB ? id : undefined;
+    };
+    const gcWrites = (id: string): AuditEvent[] =>
+      events.filter(
+        (e) =>
+          WRITE_VERBS.has(e.verb) &&
+          ours(e) === id &&
+          e.objectRef?.resource === 'configmaps' &&
+          e.objectRef.namespace === ns,
+      );
+    const writesA = gcWrites(idA);
+    const writesB = gcWrites(idB);
+    const firstB = Math.min(...writesB.map((e) => auditTimeMs(e.requestReceivedTimestamp)));
+    const heldByA = writesA.filter((e) => e.verb === 'delete' && e.objectRef?.name === 'held');
+    const lateA = writesA.filter((e) => (tookEffectAt(e) ?? -Infinity) >= firstB);
+    process.stderr.write(
+      `\nleader-tenure (held write): A's DELETEs of held ${heldByA.length} ` +
+        `(codes ${heldByA.map((e) => e.responseStatus?.code ?? '?').join(',')}; ` +
+        `completed ${heldByA.map((e) => ((auditTimeMs(e.stageTimestamp) - firstB) / 1000).toFixed(1)).join(',')} s after B's first write); ` +
+        `admission calls the API server abandoned: ${abandoned}; writes A ${writesA.length}, B ${writesB.length}\n`,
+    );
+    // The scenario happened: A had its DELETE of `held` on the wire, and B wrote.
+    expect(heldByA.length).toBeGreaterThan(0);
+    expect(writesB.length).toBeGreaterThan(0);
+    expect(leaseTenures(events, lease).map((t) => t.identity)).toEqual([idA, idB]);
+    // No write of A took effect after B's first write...
+    expect(lateA.map((e) => `${e.verb} ${e.objectRef?.name} ${e.stageTimestamp}`)).toEqual([]);
+    // ...nor outside A's tenure (the oracle, judging by when writes took effect).
+    expect(
+      writesOutsideTenure(events, leaseTenures(events, lease), ours, lease).map((v) => v.reason),
+    ).toEqual([]);
+  } finally {
+    await a?.stop().catch(() => undefined);
+    await b?.stop().catch(() => undefined);
+    await admission
+      .deleteValidatingWebhookConfiguration({ name: webhookName })
+      .catch(() => undefined);
+    await webhook.close();
     await c.kc
       .makeApiClient(k8s.CoordinationV1Api)
       .deleteNamespacedLease(lease)

@@ -128,21 +128,30 @@ interface Replica {
   restartAfterMs: number;
 }
 
+/** The process labels of `count` kubegc replicas. */
+export function kubegcLabels(count: number): string[] {
+  return Array.from({ length: count }, (_, i) => `kubegc-r${i}`);
+}
+
+/** The process label of the kcm contender. */
+export const KCM_LABEL = 'kcm-gc';
+
 export class KubegcReplicas implements Contender {
   readonly name = 'kubegc' as const;
   readonly gcUser = KUBEGC_USER;
   readonly lifetimes: Lifetime[] = [];
   private readonly replicas: Replica[] = [];
   private stopping = false;
-  private readonly kubeconfig: string;
+  private readonly kubeconfig: string | ((label: string) => string);
   private readonly admin: Kube;
   private readonly timing: LeaderElectionTiming;
   private readonly log: (line: string) => void;
   private readonly restarts = new Set<NodeJS.Timeout>();
 
+  /** `kubeconfig`: one for all, or one per replica label (`kubegc-r0`, ...: each through its own proxy). */
   constructor(
     cluster: Cluster,
-    kubeconfig: string,
+    kubeconfig: string | ((label: string) => string),
     admin: Kube,
     count: number,
     timing: LeaderElectionTiming,
@@ -152,8 +161,7 @@ export class KubegcReplicas implements Contender {
     this.admin = admin;
     this.timing = timing;
     this.log = log;
-    for (let i = 0; i < count; i++) {
-      const label = `kubegc-r${i}`;
+    for (const label of kubegcLabels(count)) {
       this.replicas.push({
         label,
         file: logFile(cluster.dir, label),
@@ -175,19 +183,22 @@ export class KubegcReplicas implements Contender {
     const child = spawn(
       process.execPath,
       kubegcArgv(
-        controllerArgs(this.kubeconfig, [
-          '--leader-elect',
-          '--leader-elect-resource-namespace',
-          LEASE.namespace,
-          '--leader-elect-resource-name',
-          LEASE.name,
-          '--leader-elect-lease-duration',
-          s(this.timing.leaseMs),
-          '--leader-elect-renew-deadline',
-          s(this.timing.renewMs),
-          '--leader-elect-retry-period',
-          s(this.timing.retryMs),
-        ]),
+        controllerArgs(
+          typeof this.kubeconfig === 'string' ? this.kubeconfig : this.kubeconfig(r.label),
+          [
+            '--leader-elect',
+            '--leader-elect-resource-namespace',
+            LEASE.namespace,
+            '--leader-elect-resource-name',
+            LEASE.name,
+            '--leader-elect-lease-duration',
+            s(this.timing.leaseMs),
+            '--leader-elect-renew-deadline',
+            s(this.timing.renewMs),
+            '--leader-elect-retry-period',
+            s(this.timing.retryMs),
+          ],
+        ),
       ),
       { stdio: ['ignore', fd, fd] },
     );
@@ -308,7 +319,7 @@ export class KcmGc implements Contender {
   private stopping = false;
   private watcher?: NodeJS.Timeout;
   private restarting = false;
-  private readonly label = 'kcm-gc';
+  private readonly label = KCM_LABEL;
 
   constructor(cluster: Cluster, kubeconfig: string, log: (line: string) => void) {
     this.cluster = cluster;

@@ -6,6 +6,14 @@
 //   squeeze-429         a FlowSchema + PriorityLevelConfiguration that rejects most of the GC user's requests
 //   crd-version-flip    the CRD's higher version no longer served (the preferred version flips), then again
 //   conversion-webhook  the CRD's conversion set to a webhook on a closed 127.0.0.1 port, then restored
+// and, through the TCP proxy between each GC process and the API server (lib/netproxy.ts):
+//   net-cut-list        every GC process restarted while its proxy cuts each connection once it
+//                       has carried N bytes from the server (start-up LISTs / watch-lists cut mid-stream)
+//   net-cut-watch       the long-lived connections (the watches' HTTP/2 sessions) closed
+//   net-reset           every connection of the target(s) destroyed with a TCP RST
+//   net-delay           latency added to everything forwarded, both ways, for a while
+//   net-blackhole       nothing forwarded, both ways, nothing closed, for longer than the HTTP/2
+//                       ping timeout; then what was held is delivered, or every connection closed
 import http from 'node:http';
 import net from 'node:net';
 import fs from 'node:fs/promises';
@@ -13,6 +21,7 @@ import path from 'node:path';
 import { restartApiServer, type Cluster } from '../../cluster/controlplane.ts';
 import type { Contender } from './contenders.ts';
 import { waitUntil, type Kube } from './kube.ts';
+import { planNetFault, type NetFaultKind, type TcpProxy } from './netproxy.ts';
 import type { Prng } from './prng.ts';
 import { CRD_GROUP, CRD_NAME } from './resources.ts';
 import type { FaultKind, PlannedFault } from './schedule.ts';
@@ -25,6 +34,8 @@ export interface FaultRecord {
   error?: string;
   /** PIDs this fault stopped or killed (their exits are explained by it). */
   pids: number[];
+  /** Network faults: the connections cut, reset or closed. */
+  cuts?: number;
 }
 
 export interface FaultEnv {
@@ -36,9 +47,87 @@ export interface FaultEnv {
   log: (line: string) => void;
   /** Makes the GC busy (a cascade), so a squeeze meets real traffic. */
   load?: () => Promise<string>;
+  /** The TCP proxy of each GC process (by process label), for the network faults. */
+  proxies?: Map<string, TcpProxy>;
 }
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+const kib = (n: number): string => `${Math.round(n / 1024)} KiB`;
+
+/** A network fault, on the proxies of the processes its plan picks. */
+async function netFault(
+  kind: NetFaultKind,
+  f: PlannedFault,
+  env: FaultEnv,
+  prng: Prng,
+  rec: FaultRecord,
+): Promise<string> {
+  const proxies = env.proxies ?? new Map<string, TcpProxy>();
+  const writer = await env.contender.writer();
+  const plan = planNetFault(kind, prng, [...proxies.keys()], writer?.process, f.holdMs);
+  const targets = plan.targets.flatMap((l) => {
+    const p = proxies.get(l);
+    return p ? [p] : [];
+  });
+  if (targets.length === 0) return 'no proxy to act on';
+  const names = targets.map((p) => p.name).join(', ');
+  // The processes behind the target proxies (their exits may follow from this fault).
+  const behind = env.contender.live().filter((l) => plan.targets.includes(l.process));
+  switch (kind) {
+    case 'net-cut-list': {
+      const bytes = plan.bytes ?? 65_536;
+      const windowMs = plan.windowMs ?? 10_000;
+      const window = Promise.all(targets.map((p) => p.cutAfter(bytes, windowMs)));
+      // Restarted, every process lists (watch-lists) everything through the armed proxies.
+      for (const l of behind) rec.pids.push(l.pid);
+      await Promise.all(behind.map((l) => env.contender.kill(l, 1_000)));
+      const cuts = await window;
+      rec.cuts = cuts.reduce((a, b) => a + b, 0);
+      const per = targets.map((p, i) => `${p.name} ${cuts[i] ?? 0}`).join(', ');
+      return `SIGKILL ${behind.map((l) => `${l.process} (pid ${l.pid})`).join(', ')}, restarted after 1 s; for ${(windowMs / 1000).toFixed(1)} s each connection cut once it carried ${kib(bytes)} from the server: ${cuts.reduce((a, b) => a + b, 0)} cuts (${per})`;
+    }
+    case 'net-cut-watch': {
+      const minAge = plan.minAgeMs ?? 5_000;
+      const n = targets.map((p) => p.cut((c) => c.ageMs >= minAge));
+      rec.cuts = n.reduce((a, b) => a + b, 0);
+      return `closed the connections older than ${(minAge / 1000).toFixed(1)} s of ${names}: ${n.join(', ')}`;
+    }
+    case 'net-reset': {
+      const n = targets.map((p) => p.reset());
+      rec.cuts = n.reduce((a, b) => a + b, 0);
+      return `reset (RST) every connection of ${names}: ${n.join(', ')}`;
+    }
+    case 'net-delay': {
+      const delay = plan.delayMs ?? 500;
+      const windowMs = plan.windowMs ?? 10_000;
+      for (const l of behind) rec.pids.push(l.pid);
+      for (const p of targets) p.delay = delay;
+      try {
+        await pause(windowMs);
+      } finally {
+        for (const p of targets) p.delay = 0;
+      }
+      return `${delay} ms added each way on ${names} for ${(windowMs / 1000).toFixed(1)} s`;
+    }
+    case 'net-blackhole': {
+      const windowMs = plan.windowMs ?? 25_000;
+      const end = plan.end ?? 'close';
+      for (const l of behind) rec.pids.push(l.pid);
+      const held = targets.map((p) => p.conns.size);
+      for (const p of targets) p.blackhole();
+      let n: number[] = [];
+      try {
+        await pause(windowMs);
+      } finally {
+        n = targets.map((p) => p.release(end));
+      }
+      if (end === 'close') rec.cuts = n.reduce((a, b) => a + b, 0);
+      const next = await env.contender.writer();
+      return `black hole on ${names} (${held.join(', ')} connections held) for ${(windowMs / 1000).toFixed(1)} s, then ${end === 'resume' ? `resumed (${n.join(', ')} connections delivered)` : `closed (${n.join(', ')} connections)`}; writer before ${writer?.process ?? 'unknown'}, after ${next?.process ?? 'unknown'}`;
+    }
+  }
+}
 
 /** POST to etcd's gRPC gateway on 127.0.0.1. */
 function etcdPost(port: number, urlPath: string, body: unknown): Promise<Record<string, unknown>> {
@@ -332,6 +421,13 @@ export async function injectFault(
         rec.detail = `conversion webhook https://127.0.0.1:${port}/convert (closed) for ${(f.holdMs / 1000).toFixed(1)} s`;
         break;
       }
+      case 'net-cut-list':
+      case 'net-cut-watch':
+      case 'net-reset':
+      case 'net-delay':
+      case 'net-blackhole':
+        rec.detail = await netFault(f.kind, f, env, prng, rec);
+        break;
     }
   } catch (err) {
     rec.error = (err as Error).message;

@@ -106,6 +106,28 @@ describe('schedule', () => {
       'leader-stop',
       'squeeze-429',
     ]);
+    // The CI soak's six faults fit in 20 s slots; net faults are planned for kcm too.
+    const ci6 = planSchedule({
+      durationMs: 180_000,
+      seed: 1,
+      contender: 'kubegc',
+      faultSlotMs: 20_000,
+      faults: [
+        'apiserver-restart',
+        'etcd-compaction',
+        'leader-stop',
+        'net-cut-list',
+        'squeeze-429',
+        'net-reset',
+      ],
+    });
+    expect(ci6.faults).toHaveLength(6);
+    const cutList = ci6.faults.find((f) => f.kind === 'net-cut-list');
+    expect(cutList?.holdMs).toBeGreaterThanOrEqual(8_000);
+    expect(cutList?.holdMs).toBeLessThanOrEqual(15_000);
+    for (const f of kcm.faults.filter((x) => x.kind === 'net-blackhole'))
+      expect(f.holdMs).toBeGreaterThanOrEqual(20_000);
+    expect(kcm.faults.some((f) => f.kind === 'net-cut-list')).toBe(true);
     expect(() =>
       planSchedule({ durationMs: 180_000, seed: 1, contender: 'kcm', faults: ['leader-stop'] }),
     ).toThrow(/not available/);

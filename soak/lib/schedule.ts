@@ -12,6 +12,11 @@ export const FAULT_KINDS = [
   'squeeze-429',
   'crd-version-flip',
   'conversion-webhook',
+  'net-cut-list',
+  'net-cut-watch',
+  'net-reset',
+  'net-delay',
+  'net-blackhole',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -65,6 +70,14 @@ const HOLD_MS: Record<FaultKind, (p: Prng, lease: number) => number> = {
   'squeeze-429': (p) => p.int(12_000, 18_000),
   'crd-version-flip': (p) => p.int(10_000, 20_000),
   'conversion-webhook': (p) => p.int(10_000, 20_000),
+  // The window in which connections are cut after N server bytes (below kubegc's 30 s
+  // initial-sync timeout: the restarted processes do sync once it closes).
+  'net-cut-list': (p) => p.int(8_000, 15_000),
+  'net-cut-watch': () => 0,
+  'net-reset': () => 0,
+  'net-delay': (p) => p.int(10_000, 20_000),
+  // Longer than kubegc's HTTP/2 ping timeout (15 s) and the lease (8 s).
+  'net-blackhole': (p) => p.int(20_000, 30_000),
 };
 
 export function planSchedule(o: ScheduleOptions): Schedule {
@@ -110,7 +123,7 @@ export function planSchedule(o: ScheduleOptions): Schedule {
       kind,
       phase: at.phase,
       // Some jitter inside the slot, leaving room for the workload to build first.
-      offsetMs: at.slot * slotMs + prng.int(3_000, Math.min(8_000, slotMs / 3)),
+      offsetMs: at.slot * slotMs + prng.int(3_000, Math.min(8_000, Math.floor(slotMs / 3))),
       holdMs: HOLD_MS[kind](prng, lease),
     });
   });

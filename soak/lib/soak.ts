@@ -1,7 +1,7 @@
 // One soak: for each contender, a fresh control plane with an audit log, the
 // GC under test, the seeded workload and faults on the planned schedule, and
 // the oracle over the soak's own watch history and the audit log.
-import { rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   REPO_ROOT,
@@ -20,7 +20,9 @@ import {
 import { auditTimeMs, readAuditLog, type AuditEvent } from './audit.ts';
 import {
   DEFAULT_TIMING,
+  KCM_LABEL,
   KcmGc,
+  kubegcLabels,
   KubegcReplicas,
   LEASE,
   rssBytes,
@@ -31,6 +33,7 @@ import {
 import { etcdClientPort, etcdRevision, injectFault, type FaultRecord } from './faults.ts';
 import { History, Recorder, RevisionClock, type RecorderStats } from './history.ts';
 import { Kube, waitUntil, type KubeObject } from './kube.ts';
+import { TcpProxy } from './netproxy.ts';
 import {
   checkI1,
   checkI2,
@@ -67,6 +70,8 @@ export interface SoakOptions {
   /** Exactly these faults (default: every kind, cycled). */
   faults?: FaultKind[];
   quietMs?: number;
+  /** One fault per slot of this length inside a work phase (default 30 s). */
+  faultSlotMs?: number;
   actors?: number;
   /** The workload's request rate limit. */
   qps?: number;
@@ -202,9 +207,19 @@ function causeOf(
     (f) =>
       f.pids.includes(exit.pid) &&
       exit.at >= f.start &&
-      (f.kind === 'gc-kill' || f.kind === 'leader-stop'),
+      (f.kind === 'gc-kill' || f.kind === 'leader-stop' || f.kind === 'net-cut-list'),
   );
   if (own) return own.kind;
+  // A replica cut off from the API server (black hole, delay) loses its lease and exits
+  // (after draining its requests, which may wait for the request timeout, 30 s).
+  const net = faults.find(
+    (f) =>
+      f.pids.includes(exit.pid) &&
+      (f.kind === 'net-blackhole' || f.kind === 'net-delay') &&
+      exit.at >= f.start &&
+      exit.at <= f.end + leaseMs + 40_000,
+  );
+  if (net) return net.kind;
   return faults.find(
     (f) =>
       f.kind === 'apiserver-restart' && exit.at >= f.start && exit.at <= f.end + leaseMs + 10_000,
@@ -226,6 +241,7 @@ async function runContender(
     contender: name,
     faults: o.faults?.filter((k) => name === 'kubegc' || k !== 'leader-stop'),
     quietMs,
+    faultSlotMs: o.faultSlotMs,
     leaseDurationMs: timing.leaseMs,
   });
   log(`${name}: a fresh control plane in ${dir}`);
@@ -256,6 +272,27 @@ async function runContender(
       gcKc = await userKubeconfig(cluster, gcUser);
       await grantClusterAdmin(cluster, gcUser);
     }
+    // Each GC process talks to the API server through a TCP proxy of its own on 127.0.0.1
+    // (the network faults); its kubeconfig names the proxy (https://127.0.0.1:<port>, which the
+    // API server's certificate covers: IP SAN 127.0.0.1).
+    const apiPort = Number(new URL(cluster.server).port);
+    const proxies = new Map<string, TcpProxy>();
+    const proxied = new Map<string, string>();
+    const gcConfig = JSON.parse(await readFile(gcKc, 'utf8')) as {
+      clusters: { cluster: { server: string } }[];
+    };
+    for (const label of name === 'kubegc' ? kubegcLabels(replicas) : [KCM_LABEL]) {
+      const proxy = new TcpProxy(label, { host: '127.0.0.1', port: apiPort });
+      await proxy.listen();
+      proxies.set(label, proxy);
+      cleanups.push(() => proxy.close());
+      for (const c of gcConfig.clusters) c.cluster.server = proxy.url;
+      const file = path.join(path.dirname(gcKc), `${label}.via-proxy.kubeconfig`);
+      await writeFile(file, JSON.stringify(gcConfig, null, 2), { mode: 0o600 });
+      proxied.set(label, file);
+      log(`${name}: ${label} through the proxy 127.0.0.1:${proxy.port} → 127.0.0.1:${apiPort}`);
+    }
+    const kubeconfigOf = (label: string): string => proxied.get(label) ?? gcKc;
     const admin = Kube.fromKubeconfig(cluster.kubeconfig, {
       qps: 0,
       burst: 1,
@@ -308,8 +345,10 @@ async function runContender(
 
     const contender: Contender =
       name === 'kubegc'
-        ? new KubegcReplicas(cluster, gcKc, admin, replicas, timing, (l) => log(`${name}: ${l}`))
-        : new KcmGc(cluster, gcKc, (l) => log(`${name}: ${l}`));
+        ? new KubegcReplicas(cluster, kubeconfigOf, admin, replicas, timing, (l) =>
+            log(`${name}: ${l}`),
+          )
+        : new KcmGc(cluster, kubeconfigOf(KCM_LABEL), (l) => log(`${name}: ${l}`));
     await (contender as KubegcReplicas | KcmGc).start();
     let contenderStopped = false;
     cleanups.push(async () => {
@@ -361,6 +400,7 @@ async function runContender(
                   admin,
                   contender,
                   leaseMs: timing.leaseMs,
+                  proxies,
                   log: (l) => log(`${name}: ${l}`),
                   load: () =>
                     workload.burst(faultPrng.fork(`burst-${faults.length}`), 'soak-b', 40),

@@ -1,14 +1,25 @@
 // A short soak in CI: about 3 minutes of the seeded workload (fixed seed) with
-// kubegc alone, 2 replicas with leader election, and one of each of four
-// faults (apiserver restart, etcd compaction, leader SIGSTOP, a 429 squeeze),
-// on a control plane of its own in .cluster-soak-ci (started and torn down
+// kubegc alone, 2 replicas with leader election (each through its own TCP
+// proxy to the API server), and one of each of six faults (apiserver restart,
+// etcd compaction, leader SIGSTOP, mid-list connection cuts, a 429 squeeze, a
+// TCP reset of the connections; one per 20 s slot), on a control plane of its own in .cluster-soak-ci (started and torn down
 // here; the shared e2e cluster is not touched). Fails on any I1–I4 violation;
 // the full soak is `npm run soak` (soak/README.md).
 import { render, summary } from '../../soak/lib/report.ts';
+import type { FaultKind } from '../../soak/lib/schedule.ts';
 import { runSoak } from '../../soak/lib/soak.ts';
 
+const CI_FAULTS: FaultKind[] = [
+  'apiserver-restart',
+  'etcd-compaction',
+  'leader-stop',
+  'net-cut-list',
+  'squeeze-429',
+  'net-reset',
+];
+
 test(
-  'soak: kubegc keeps I1–I4 through a seeded workload and four faults',
+  'soak: kubegc keeps I1–I4 through a seeded workload and six faults',
   async () => {
     const lines: string[] = [];
     const result = await runSoak({
@@ -17,13 +28,18 @@ test(
       contenders: ['kubegc'],
       dir: '.cluster-soak-ci',
       replicas: 2,
-      faults: ['apiserver-restart', 'etcd-compaction', 'leader-stop', 'squeeze-429'],
+      faults: CI_FAULTS,
+      faultSlotMs: 20_000,
       log: (l) => lines.push(`${new Date().toISOString()} ${l}`),
     });
     const r = result.results[0];
     if (!r) throw new Error('the soak returned no result');
     const report = render(result, { evidenceLines: 20, maxViolations: 10 }, 'CI soak');
     process.stderr.write(`\nCI soak (seed 1, 3 min, kubegc):\n${summary(result.results)}\n`);
+    for (const f of r.faults)
+      process.stderr.write(
+        `fault ${f.kind} at ${((f.start - r.startedAt) / 1000).toFixed(0)} s, ${((f.end - f.start) / 1000).toFixed(1)} s: ${f.detail}${f.error ? ` (error: ${f.error})` : ''}\n`,
+      );
     const broken = r.violations.filter((v) => v.invariant !== 'I5');
     if (broken.length) throw new Error(`${report}\n\nsoak log:\n${lines.join('\n')}`);
     expect(broken).toEqual([]);
@@ -32,9 +48,13 @@ test(
       'apiserver-restart',
       'etcd-compaction',
       'leader-stop',
+      'net-cut-list',
+      'net-reset',
       'squeeze-429',
     ]);
     expect(r.faults.filter((f) => f.error)).toEqual([]);
+    // The restarted replicas' start-up lists were cut mid-stream.
+    expect(r.faults.find((f) => f.kind === 'net-cut-list')?.cuts).toBeGreaterThan(0);
     expect(r.gcDeletes.total).toBeGreaterThan(50);
   },
   15 * 60_000,

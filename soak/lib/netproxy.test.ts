@@ -73,7 +73,9 @@ describe('TcpProxy', () => {
 
   test('listens on 127.0.0.1 and forwards to loopback only', () => {
     expect(proxy.url).toBe(`https://127.0.0.1:${proxy.port}`);
-    expect(() => new TcpProxy('x', { host: '10.0.0.1', port: 443 })).toThrow(/loopback only/);
+    expect(() => new TcpProxy('x', { host: 'apiserver.example.invalid', port: 443 })).toThrow(
+      /loopback only/,
+    );
   });
 
   test('bytes pass both ways', async () => {

@@ -131,9 +131,9 @@ export interface RequestOptions {
    * Checked after the rate limiter and before every attempt (retries
    * included), and again after the auth headers are refreshed (an exec
    * plugin may take a while); throwing stops the request before it reaches
-   * the wire. The
-   * leader-election write guard lives here, so that no write waits in the
-   * token bucket or a Retry-After sleep and then leaves after the lease is gone.
+   * the wire. The leader-election write guard lives here, so that no write
+   * waits in the token bucket, a header refresh or a Retry-After sleep and
+   * then leaves after the lease is gone.
    */
   beforeSend?: () => void;
   /**

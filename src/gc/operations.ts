@@ -13,11 +13,13 @@ import {
 import { fieldEquals } from '../api/field-selector.ts';
 import {
   collectionPath,
+  groupResource,
   objectPath,
+  trimMeta,
   type ObjectMeta,
+  type RawMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
-import { trimMeta, type RawMeta } from '../api/resources.ts';
 import type { WriteTenure } from '../leader/lease.ts';
 import type { DeletionPropagation } from './decide.ts';
 
@@ -130,7 +132,7 @@ export class GcApi {
       verb: 'GET',
     });
     const items = list.items ?? [];
-    const what = `${r.resource}${r.group ? `.${r.group}` : ''} ${namespace && r.namespaced ? `${namespace}/` : ''}${name}`;
+    const what = `${groupResource(r)} ${namespace && r.namespaced ? `${namespace}/` : ''}${name}`;
     const unexpected = (why: string): Error =>
       new Error(`live read of ${what} by field selector: ${why}; cannot tell whether it exists`);
     if (list.metadata?.continue)

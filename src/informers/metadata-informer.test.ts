@@ -234,23 +234,16 @@ test('a watch that ends normally is a gap until the next one opens: not caught u
       watchList: false,
     },
   );
-  const within = async (what: string, check: () => boolean): Promise<void> => {
-    const deadline = Date.now() + 5000;
-    while (!check()) {
-      if (Date.now() > deadline) throw new Error(`${what}: not within 5 s`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  };
   try {
     informer.start();
-    await within('the first watch', () => informer.caughtUp('10'));
+    await until('the first watch', () => informer.caughtUp('10'));
     // The server's timeout: the stream ends normally.
     first?.end();
-    await within('the re-watch to be asked for', () => secondAsked);
+    await until('the re-watch to be asked for', () => secondAsked);
     expect(informer.caughtUp('10')).toBe(false);
     releaseSecond();
     // Open again from resourceVersion 10: what it delivers continues what was delivered.
-    await within('the second watch', () => informer.caughtUp('10'));
+    await until('the second watch', () => informer.caughtUp('10'));
     expect(informer.caughtUp('11')).toBe(false);
   } finally {
     releaseSecond();

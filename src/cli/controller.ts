@@ -75,6 +75,12 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     help: 'start deciding after every informer listed once, or after this long',
     default: '30s',
   },
+  'min-watch-timeout': {
+    kind: 'duration',
+    help: 'each watch asks the API server to end it after this long to twice this long (client-go: 5m); shorter means more reconnects',
+    default: '5m',
+    validate: atLeast(1000),
+  },
   'orphan-watch-timeout': {
     kind: 'duration',
     help: 'an Orphan deletion waits this long for resources it can neither watch nor list (so that no unseen dependent keeps its reference); then it goes ahead with a warning',
@@ -186,6 +192,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       dryRun: flags['dry-run'] as boolean,
       initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
       orphanWatchWaitMs: flags['orphan-watch-timeout'] as number,
+      informer: { minWatchTimeoutSec: (flags['min-watch-timeout'] as number) / 1000 },
       allowWrites: writesAllowed,
       // Each write's signal aborts when the tenure ends; its timeout is at most
       // leaseDuration − renewDeadline (elector.writeTimeoutMs).

@@ -47,6 +47,7 @@ test('controller --help lists its flags with upstream-style names', () => {
     '--authentication-token-webhook-cache-ttl',
     '--authorization-webhook-cache-authorized-ttl',
     '--authorization-webhook-cache-unauthorized-ttl',
+    '--min-watch-timeout',
   ]) {
     expect(r.stdout).toContain(flag);
   }
@@ -58,6 +59,7 @@ test.each([
   [['controller', '--workers', 'ten'], /--workers: "ten" is not an integer/],
   [['controller', '--bogus'], /unknown flag --bogus/],
   [['controller', '--discovery-period', '5'], /invalid duration/],
+  [['controller', '--min-watch-timeout', '500ms'], /--min-watch-timeout: must be at least/],
   [['controller', '--log-level', 'loud'], /--log-level: must be one of/],
   [['controller', '--tls-cert-file', '/etc/tls/tls.crt'], /must be given together/],
   [['controller', '--tls-private-key-file', '/etc/tls/tls.key'], /must be given together/],

@@ -5,9 +5,14 @@
 // TCP reset of the connections; one per 20 s slot), on a control plane of its own in .cluster-soak-ci (started and torn down
 // here; the shared e2e cluster is not touched). Fails on any I1–I4 violation;
 // the full soak is `npm run soak` (soak/README.md).
+import { readFile } from 'node:fs/promises';
+import { logFile } from '../../cluster/controlplane.ts';
+import type { Violation } from '../../soak/lib/oracle.ts';
 import { render, summary } from '../../soak/lib/report.ts';
 import type { FaultKind } from '../../soak/lib/schedule.ts';
 import { runSoak } from '../../soak/lib/soak.ts';
+
+const DIR = '.cluster-soak-ci';
 
 const CI_FAULTS: FaultKind[] = [
   'apiserver-restart',
@@ -26,7 +31,7 @@ test(
       durationMs: 180_000,
       seed: 1,
       contenders: ['kubegc'],
-      dir: '.cluster-soak-ci',
+      dir: DIR,
       replicas: 2,
       faults: CI_FAULTS,
       faultSlotMs: 20_000,
@@ -41,6 +46,9 @@ test(
         `fault ${f.kind} at ${((f.start - r.startedAt) / 1000).toFixed(0)} s, ${((f.end - f.start) / 1000).toFixed(1)} s: ${f.detail}${f.error ? ` (error: ${f.error})` : ''}\n`,
       );
     const broken = r.violations.filter((v) => v.invariant !== 'I5');
+    // First on stderr (CI shows the start of a failure): each violation, its
+    // evidence and what kubegc logged about the object.
+    for (const v of broken) process.stderr.write(await explainViolation(v));
     if (broken.length) throw new Error(`${report}\n\nsoak log:\n${lines.join('\n')}`);
     expect(broken).toEqual([]);
     // The run really exercised the GC and the faults.
@@ -59,3 +67,18 @@ test(
   },
   15 * 60_000,
 );
+
+/** A violation with its evidence and the kubegc log lines that name the object's UID. */
+async function explainViolation(v: Violation): Promise<string> {
+  const out = [`\n${v.invariant} ${v.object}: ${v.summary}`, ...v.evidence.slice(0, 30)];
+  const uid = /uid ([0-9a-f]{6,})/.exec(v.object)?.[1];
+  if (uid) {
+    for (const label of ['kubegc-r0', 'kubegc-r1']) {
+      const text = await readFile(logFile(DIR, label), 'utf8').catch(() => '');
+      const hits = text.split('\n').filter((l) => l.includes(uid));
+      out.push(`${label} log lines naming ${uid}: ${hits.length}`);
+      for (const l of hits.slice(-30)) out.push(`  ${l.slice(0, 600)}`);
+    }
+  }
+  return `${out.join('\n')}\n`;
+}

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import type { KubeClient } from '../api/client.ts';
 import type { Logger } from '../log.ts';
+import type { WriteTenure } from '../leader/lease.ts';
 import { NotLeaderError } from './operations.ts';
 
 export interface Regarding {
@@ -25,6 +26,13 @@ export interface EventRecorderOptions {
    * before every attempt): a replica that lost its lease records no more events.
    */
   beforeSend?: () => void;
+  /**
+   * With leader election, the tenure that bounds when a POST can take effect
+   * (as for the GC's own writes): its signal cancels a POST still in flight
+   * when the tenure ends, and its timeout is no longer than leaseDuration −
+   * renewDeadline.
+   */
+  tenure?: WriteTenure;
 }
 
 export const REPORTING_CONTROLLER = 'kubegc';
@@ -67,11 +75,18 @@ export function apiEventRecorder(
           uid: regarding.uid,
         },
       };
+      const signal = opts.tenure?.writeSignal();
       const post: Promise<void> = client
         .request<unknown>(
           'POST',
           `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-          { body, verb: 'CREATE', beforeSend: opts.beforeSend },
+          {
+            body,
+            verb: 'CREATE',
+            beforeSend: opts.beforeSend,
+            ...(signal ? { signal } : {}),
+            ...(opts.tenure ? { timeoutMs: Math.max(1, opts.tenure.writeTimeoutMs) } : {}),
+          },
         )
         .then(
           () => undefined,

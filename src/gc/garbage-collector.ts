@@ -166,7 +166,10 @@ export class GarbageCollector {
       metrics,
       events: this.opts.dryRun
         ? undefined
-        : apiEventRecorder(client, log, undefined, { beforeSend: () => this.writeGuard() }),
+        : apiEventRecorder(client, log, undefined, {
+            beforeSend: () => this.writeGuard(),
+            tenure: this.opts.writeTenure,
+          }),
       watchesBehind: (namespaced, rv) => this.watchesBehind(namespaced, rv),
       discoveredSince: (since) => this.discoveredSince(since),
       graphFlushed: () => this.propagator.flushed(),

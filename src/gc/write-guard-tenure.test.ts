@@ -14,6 +14,7 @@ import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { silentLogger } from '../log.ts';
 import { selfSignedCert } from '../../test/support/tls.ts';
+import { apiEventRecorder } from './events.ts';
 import { GcApi } from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {
@@ -155,6 +156,47 @@ describe.each([
       expect(performance.now() - start).toBeLessThan(3_000);
       await expect(srv.cancelled).resolves.toBe(onTheWire);
     } finally {
+      client.close();
+      await srv.close();
+    }
+  });
+
+  test('an Event POST in flight when the renew deadline passes is cancelled on the wire too', async () => {
+    const srv = await blackHole(h2);
+    const client = await clientFor(srv.url);
+    const elector = new LeaderElector(leaseApiThatFailsRenewals(), silentLogger, {
+      namespace: 'ns',
+      name: 'kubegc',
+      identity: 'a',
+      leaseDurationMs: 10_000,
+      renewDeadlineMs: 1_000,
+      retryPeriodMs: 200,
+    });
+    try {
+      const start = performance.now();
+      await elector.run(() => undefined);
+      const events = apiEventRecorder(client, silentLogger, 'host', {
+        beforeSend: () => {
+          if (!elector.mayWrite()) throw new Error('not leading');
+        },
+        tenure: { writeSignal: () => elector.writeSignal(), writeTimeoutMs: 9_000 },
+      });
+      events.warning(
+        { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: 'd', uid: 'uid-d' },
+        'GarbageCollectionForbidden',
+        'GarbageCollect',
+        'note',
+      );
+      await expect(srv.cancelled).resolves.toBe(onTheWire);
+      await events.drain?.();
+      const took = performance.now() - start;
+      expect(took).toBeGreaterThanOrEqual(1_000);
+      expect(took).toBeLessThan(5_000);
+      expect(srv.received).toEqual([
+        `${h2 ? '2.0' : '1.1'} POST /apis/events.k8s.io/v1/namespaces/ns/events`,
+      ]);
+    } finally {
+      await elector.stop();
       client.close();
       await srv.close();
     }

@@ -51,6 +51,8 @@ function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000
   const afterOrphan: (() => void)[] = [];
   /** discoveredSince() calls. */
   const discoveries: number[] = [];
+  /** What discoveredSince() says the round could not show. */
+  const undiscovered: string[] = [];
   const finalizersRemoved: string[] = [];
   const api = {
     removeOwnerReferences: (_r: ResourceInfo, dep: { uid: string }) => {
@@ -85,7 +87,7 @@ function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000
     watchesBehind: behind,
     discoveredSince: (since) => {
       discoveries.push(since);
-      return Promise.resolve();
+      return Promise.resolve([...undiscovered]);
     },
     orphanCatchUpMs: catchUpMs,
     graphFlushed: () => {
@@ -112,6 +114,7 @@ function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000
     lists,
     afterOrphan,
     discoveries,
+    undiscovered,
     answerLists: (f: () => Promise<ObjectMeta[]>) => {
       listed = f;
     },
@@ -269,4 +272,35 @@ test('RBAC refuses the finalizer PATCH: a GarbageCollectionForbidden Warning on 
   t.propagator.apply(t.observe({ ...owner, uid: 'o4', name: 'o4' }));
   await expect(attemptToOrphan(t.ctx, 'o4')).rejects.toBeInstanceOf(ApiError);
   expect(events).toEqual([['o4', 'GarbageCollectionForbidden']]);
+});
+
+test('a group discovery could not show (and of which nothing is known): no write while the wait lasts', async () => {
+  const t = setup(() => [], 60_000, 0);
+  t.undiscovered.push('example.com');
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  expect((await attemptToOrphan(t.ctx, 'o')).result).toBe('retryAfter');
+  expect(t.orphaned).toEqual([]);
+  expect(t.finalizersRemoved).toEqual([]);
+  expect(t.logged).toContainEqual(
+    expect.objectContaining({
+      msg: expect.stringContaining('waits for resources'),
+      unreadable: ['group "example.com" (discovery failed)'],
+    }),
+  );
+  // Discovered again: the owner goes.
+  t.undiscovered.length = 0;
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+  expect(t.orphaned).toEqual(['d1']);
+  expect(t.finalizersRemoved).toEqual(['o']);
+});
+
+test('a group discovery could not show for longer than the wait: orphans what it has, with a warning and an event', async () => {
+  const t = setup(() => [], 0, 0);
+  t.undiscovered.push('*');
+  t.propagator.apply(t.observe(owner));
+  t.propagator.apply(t.observe(dependent('d1')));
+  expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+  expect(t.orphaned).toEqual(['d1']);
+  expect(t.warnings).toEqual(['OrphanWithoutWatch']);
 });

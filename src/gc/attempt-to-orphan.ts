@@ -8,7 +8,9 @@
 // after the owner is gone and be deleted (upstream #26120). So before the
 // finalizer goes:
 //   1. a discovery round that began after the deletion was seen has run (a
-//      CRD created just before is watched, or at least known);
+//      CRD created just before is watched, or at least known); a group that
+//      round could not discover, and of which nothing is known, holds the
+//      owner as a resource that cannot be listed does;
 //   2. every watched resource that could hold a dependent has shown that it
 //      delivered everything up to the owner's deletion (an event or bookmark
 //      at or past the owner's resourceVersion, on a stream open since); for
@@ -66,11 +68,17 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   /** Dependents found by consistent LISTs of the resources whose watches are behind. */
   const listed: Target[] = [];
   if (ctx.watchesBehind) {
-    await ctx.discoveredSince?.(wait.since);
+    const undiscovered = (await ctx.discoveredSince?.(wait.since)) ?? [];
     const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv);
     if (behind.length > 0 && waited < (ctx.orphanCatchUpMs ?? DEFAULT_ORPHAN_CATCH_UP_MS))
       return retryAfter(WATCH_RECHECK_MS);
-    const unreadable: string[] = [];
+    // A group whose discovery failed and of which nothing is known may serve
+    // dependents nobody watches: as unreadable as a resource that cannot be listed.
+    const unreadable: string[] = undiscovered.map((g) =>
+      g === '*'
+        ? 'every API group (discovery of /apis failed)'
+        : `group ${JSON.stringify(g)} (discovery failed)`,
+    );
     for (const r of behind) {
       try {
         for (const meta of await ctx.api.listDependents(r, owner.namespace || undefined, uid))

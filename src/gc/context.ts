@@ -43,8 +43,13 @@ export interface GcContext {
    * delivered every event up to resourceVersion `rv` (see attemptToOrphan).
    */
   watchesBehind?: (ownerNamespaced: boolean, rv: string) => ResourceInfo[];
-  /** Resolves once a discovery round that began at or after `since` (ms since epoch) has finished. */
-  discoveredSince?: (since: number) => Promise<void>;
+  /**
+   * Resolves once a discovery round that began at or after `since` (ms since
+   * epoch) has finished, with what that round could not show: groups whose
+   * discovery failed and of which nothing is known (their resources cannot
+   * be watched nor listed), '*' for all of /apis. Empty when complete.
+   */
+  discoveredSince?: (since: number) => Promise<string[]>;
   /** How long the watches get to show delivery past an Orphan deletion before their resources are listed. */
   orphanCatchUpMs?: number;
   /** Resolves once the graph holds every event the informers delivered so far. */

@@ -280,6 +280,7 @@ export class GarbageCollector {
     try {
       res = await discover(this.client);
     } catch (err) {
+      this.undiscovered = ['*'];
       this.lastDiscoveryError = (err as Error).message;
       this.log.warn('discovery failed; keeping the current resources', {
         error: this.lastDiscoveryError,
@@ -288,6 +289,7 @@ export class GarbageCollector {
       return;
     }
     if (res.all.length === 0) {
+      this.undiscovered = ['*'];
       this.lastDiscoveryError = 'discovery returned no resources';
       this.log.warn('discovery returned nothing; keeping the current resources');
       return;
@@ -305,6 +307,8 @@ export class GarbageCollector {
     this.preferred = [...res.preferred, ...this.preferred.filter(keep)];
     this.mapper = new RestMapper(this.all);
     this.lastDiscoveryError = undefined;
+    const knownGroups = new Set(this.all.map((r) => r.group));
+    this.undiscovered = [...failed].filter((g) => g === '*' || !knownGroups.has(g));
 
     const desired = new Map<string, ResourceInfo>();
     for (const r of this.preferred) {
@@ -430,10 +434,17 @@ export class GarbageCollector {
    * finished (one is started if need be): what the orphan worker waits for,
    * so that a resource created just before an Orphan deletion is known.
    */
-  async discoveredSince(since: number): Promise<void> {
+  async discoveredSince(since: number): Promise<string[]> {
     for (let i = 0; i < 2 && this.discoveryStartedAt < since && !this.stopped; i++)
       await this.runDiscovery();
+    return this.discoveryStartedAt >= since ? [...this.undiscovered] : ['*'];
   }
+
+  /**
+   * What the last discovery round could not show: groups that failed and of
+   * which nothing is known ('*': /apis as a whole, or all of discovery).
+   */
+  private undiscovered: string[] = [];
 
   /** Informers unable to watch for longer than the watchdog can repair. */
   stalledInformers(): string[] {

@@ -12,7 +12,7 @@ import { silentLogger } from '../log.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
 import { WorkerState, type GcContext } from './context.ts';
 import type { DeletionPropagation } from './decide.ts';
-import type { DeletePreconditions, GcApi } from './operations.ts';
+import { StaleDecisionError, type DeletePreconditions, type GcApi } from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {
   group: '',
@@ -123,8 +123,12 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
       meta: ObjectMeta,
       policy: DeletionPropagation,
       guard: DeletePreconditions,
+      stillValid?: () => string | undefined,
     ) => {
       before.delete?.();
+      // GcApi runs `stillValid` right before the request goes on the wire.
+      const why = stillValid?.();
+      if (why) return Promise.reject(new StaleDecisionError(why));
       return del(r, meta, policy, guard);
     },
   );
@@ -596,6 +600,50 @@ test('an owner the graph shows waiting but the API server shows with the orphan 
   expect(t.deletes).toEqual([]);
   expect(objects.has('dep')).toBe(true);
 });
+
+// Issue 19 follow-up (CI soak): the owner switched to Orphan between kubegc's
+// live read of it (waiting) and the DELETE of its dependent going on the wire.
+test.each([
+  ['the graph copy', false],
+  ['a live read of the dependent', true],
+])(
+  'an owner read as waiting that the graph shows switched to Orphan right before the DELETE is sent (decided on %s): no DELETE, the dependent kept',
+  async (_how, live) => {
+    const foreground = {
+      deletionTimestamp: '2024-01-01T00:00:00Z',
+      finalizers: ['foregroundDeletion'],
+    };
+    const orphan = { deletionTimestamp: '2024-01-01T00:00:00Z', finalizers: ['orphan'] };
+    // Live: a second owner the graph has never seen (cm-x, gone) sends the decision the live way.
+    const dep: ObjectMeta = live
+      ? { ...dependent, ownerReferences: [ownerRef('o'), ownerRef('x')] }
+      : { ...dependent };
+    const objects = new Map<string, ObjectMeta>([
+      ['dep', { ...dep }],
+      ['cm-o', { ...owner, ...foreground }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(dep);
+    t.observe({ ...owner, ...foreground });
+    // The second DELETE (Orphan) lands after kubegc read the owner, and the
+    // informer delivers it before the dependent's DELETE leaves.
+    let switched = false;
+    t.before.delete = () => {
+      if (switched) return;
+      switched = true;
+      objects.set('cm-o', { ...owner, ...orphan });
+      t.observe({ ...owner, ...orphan });
+    };
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(switched).toBe(true);
+    expect(t.gets).toContain(live ? 'dep' : 'cm-o');
+    expect(t.deletes).toEqual([]);
+    expect(objects.has('dep')).toBe(true);
+  },
+);
 
 // Issue 10, item 7: an observed live node wins over the absent-owner cache.
 test('an owner recorded absent but observed alive again: read live, the dependent kept', async () => {

@@ -33,7 +33,14 @@ import {
   type DeletionPropagation,
   type ForegroundDecision,
 } from './decide.ts';
-import { classifyOwnerLive, knownAbsent, observedOwner, readWaitingOwner } from './owners.ts';
+import { StaleDecisionError } from './operations.ts';
+import {
+  classifyOwnerLive,
+  knownAbsent,
+  observedOwner,
+  readWaitingOwner,
+  switchedFromForeground,
+} from './owners.ts';
 
 /** Everything a decision is made on. */
 interface Gathered {
@@ -331,7 +338,9 @@ async function carryOut(
       if (decision.unblockOwnerReferences)
         outcome = fromGraph
           ? { kind: 'decideLive' }
-          : await unblockThenDelete(ctx, resource, meta, decision.policy);
+          : await unlessStale(ctx, g, () =>
+              unblockThenDelete(ctx, resource, meta, decision.policy, owners),
+            );
       else outcome = await deleteObject(ctx, g, decision.policy);
       if (outcome.kind === 'done')
         reportDeleted(ctx, resource, fields, { policy: decision.policy, owners, fromGraph });
@@ -352,17 +361,46 @@ async function deleteObject(
   policy: DeletionPropagation,
 ): Promise<Outcome> {
   const { resource, meta } = g;
-  const first = await ctx.api.delete(resource, meta, policy, 'uidAndResourceVersion');
-  if (first.outcome === 'gone') return { kind: 'gone' };
-  if (first.outcome === 'done') return DONE;
-  if (g.source === 'graph') return { kind: 'decideLive' };
-  const fresh = await ctx.api.getMeta(resource, meta.namespace, meta.name);
-  if (!fresh || fresh.uid !== meta.uid) return { kind: 'gone' };
-  if (!sameOwnerReferences(fresh.ownerReferences, meta.ownerReferences))
-    return { kind: 'decideAgain' };
-  const second = await ctx.api.delete(resource, fresh, policy, 'uid');
-  if (second.outcome === 'conflict') return { kind: 'retry' };
-  return second.outcome === 'gone' ? { kind: 'gone' } : DONE;
+  const stillValid = (): string | undefined => switchedFromForeground(ctx, g.meta, g.owners);
+  return unlessStale(ctx, g, async () => {
+    const first = await ctx.api.delete(resource, meta, policy, 'uidAndResourceVersion', stillValid);
+    if (first.outcome === 'gone') return { kind: 'gone' };
+    if (first.outcome === 'done') return DONE;
+    if (g.source === 'graph') return { kind: 'decideLive' };
+    const fresh = await ctx.api.getMeta(resource, meta.namespace, meta.name);
+    if (!fresh || fresh.uid !== meta.uid) return { kind: 'gone' };
+    if (!sameOwnerReferences(fresh.ownerReferences, meta.ownerReferences))
+      return { kind: 'decideAgain' };
+    const second = await ctx.api.delete(resource, fresh, policy, 'uid', stillValid);
+    if (second.outcome === 'conflict') return { kind: 'retry' };
+    return second.outcome === 'gone' ? { kind: 'gone' } : DONE;
+  });
+}
+
+/**
+ * Carries out a DELETE whose decision is checked once more right before it
+ * goes on the wire: found stale there (an owner read as waiting that the
+ * graph now shows switched to Orphan), nothing was sent and the object is
+ * decided again, live.
+ */
+async function unlessStale(
+  ctx: GcContext,
+  g: Gathered,
+  write: () => Promise<Outcome>,
+): Promise<Outcome> {
+  try {
+    return await write();
+  } catch (err) {
+    if (!(err instanceof StaleDecisionError)) throw err;
+    ctx.log.info('decision no longer holds; DELETE not sent, deciding again', {
+      resource: groupResource(g.resource),
+      namespace: g.meta.namespace ?? '',
+      name: g.meta.name,
+      uid: g.meta.uid,
+      why: err.message,
+    });
+    return g.source === 'graph' ? { kind: 'decideLive' } : { kind: 'decideAgain' };
+  }
 }
 
 /**
@@ -379,6 +417,7 @@ async function unblockThenDelete(
   resource: ResourceInfo,
   live: ObjectMeta,
   policy: DeletionPropagation,
+  owners: readonly ClassifiedOwner[],
 ): Promise<Outcome> {
   let current = live;
   for (let attempt = 0; ; attempt++) {
@@ -399,7 +438,9 @@ async function unblockThenDelete(
     }
     current = fresh;
   }
-  const deleted = await ctx.api.delete(resource, current, policy, 'uidAndResourceVersion');
+  const deleted = await ctx.api.delete(resource, current, policy, 'uidAndResourceVersion', () =>
+    switchedFromForeground(ctx, live, owners),
+  );
   if (deleted.outcome === 'conflict') return { kind: 'decideAgain' };
   return deleted.outcome === 'gone' ? { kind: 'gone' } : DONE;
 }

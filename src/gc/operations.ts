@@ -26,6 +26,12 @@ import type { DeletionPropagation } from './decide.ts';
 export class NotLeaderError extends Error {}
 
 /**
+ * A write's decision no longer holds, found right before the write would go
+ * on the wire (see GcApi.delete's `stillValid`): nothing was sent.
+ */
+export class StaleDecisionError extends Error {}
+
+/**
  * What every write answers: 'done'; 'gone' (a 404 naming the object, or its
  * name now holds another UID); 'conflict' (409: the object changed since the
  * version the write was computed from).
@@ -204,21 +210,34 @@ export class GcApi {
     return found;
   }
 
-  /** DELETE with preconditions (409 'conflict': the object changed since the version in `meta`). */
+  /**
+   * DELETE with preconditions (409 'conflict': the object changed since the
+   * version in `meta`). `stillValid`, if given, runs with the write guard,
+   * right before the request goes on the wire (after the rate limiter and
+   * any header refresh): a reason there means the decision no longer holds,
+   * and the DELETE is not sent (StaleDecisionError).
+   */
   async delete(
     r: ResourceInfo,
     meta: ObjectMeta,
     policy: DeletionPropagation,
     guard: DeletePreconditions,
+    stillValid?: () => string | undefined,
   ): Promise<WriteOutcome> {
     const preconditions: { uid: string; resourceVersion?: string } = { uid: meta.uid };
     if (guard === 'uidAndResourceVersion' && meta.resourceVersion)
       preconditions.resourceVersion = meta.resourceVersion;
+    const options = this.writeOptions;
     try {
       await this.client.request('DELETE', objectPath(r, meta.namespace, meta.name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: policy, preconditions },
         verb: 'DELETE',
-        ...this.writeOptions,
+        ...options,
+        beforeSend: () => {
+          options.beforeSend();
+          const why = stillValid?.();
+          if (why) throw new StaleDecisionError(why);
+        },
       });
       return DONE;
     } catch (err) {

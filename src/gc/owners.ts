@@ -56,6 +56,32 @@ export function observedOwner(
 }
 
 /**
+ * Why a DELETE decided on owners read as 'waiting' must not be sent after
+ * all: the graph, checked right before the request goes on the wire, shows
+ * one of them being deleted without the foregroundDeletion finalizer (a
+ * second DELETE switched it to Orphan after it was read). The read and the
+ * DELETE are two requests with no precondition across objects, so no GC can
+ * close this window (upstream's is its one GET); this narrows it to the
+ * informer's delivery of the switch. A graph that merely lags the read (the
+ * owner not yet seen deleting, or seen Orphan before a switch to
+ * Foreground) only sends the object round once more.
+ */
+export function switchedFromForeground(
+  ctx: GcContext,
+  dependent: Pick<ObjectMeta, 'namespace'>,
+  owners: readonly ClassifiedOwner[],
+): string | undefined {
+  for (const o of owners) {
+    if (o.state !== 'waiting') continue;
+    const node = ctx.graph.get(o.ref.uid);
+    if (!node || node.virtual || !refNamesOwner(o.ref, node, dependent.namespace ?? '')) continue;
+    if (node.beingDeleted && !node.hasForegroundFinalizer)
+      return `owner ${node.kind} ${node.name} (uid ${o.ref.uid}) is no longer deleting its dependents in the foreground${node.hasOrphanFinalizer ? ' (switched to Orphan)' : ''}`;
+  }
+  return undefined;
+}
+
+/**
  * An owner classified from a live read (after the absent-owner cache, as
  * upstream does). A gone owner is recorded in the cache; an owner found in
  * another namespace is reported as an invalid reference.

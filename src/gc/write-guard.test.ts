@@ -11,7 +11,7 @@ import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { silentLogger } from '../log.ts';
 import { apiEventRecorder } from './events.ts';
-import { GcApi, NotLeaderError } from './operations.ts';
+import { GcApi, NotLeaderError, StaleDecisionError } from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {
   group: '',
@@ -246,6 +246,25 @@ test('a DELETE answered 429 is not re-sent on the old decision: the caller gets 
       status: 429,
     });
     expect(srv.seen).toHaveLength(1);
+  } finally {
+    client.close();
+    await srv.close();
+  }
+});
+
+test("a DELETE whose decision is found stale right before the wire (after the token bucket's wait) is never sent", async () => {
+  const srv = await serve();
+  // 1 request per second, burst 1: the second DELETE waits about a second in the bucket.
+  const client = await clientFor(srv.url, 1);
+  try {
+    const api = new GcApi(client, () => true);
+    const decision: { stale?: string } = {};
+    await api.delete(CONFIGMAPS, meta('first'), 'Background', 'uid', () => decision.stale);
+    const second = api.delete(CONFIGMAPS, meta('dep'), 'Background', 'uid', () => decision.stale);
+    // Found stale while the request waits for its token; checked when it leaves.
+    decision.stale = 'owner switched to Orphan';
+    await expect(second).rejects.toBeInstanceOf(StaleDecisionError);
+    expect(srv.seen.map((x) => x.url)).toEqual(['/api/v1/namespaces/ns/configmaps/first']);
   } finally {
     client.close();
     await srv.close();

@@ -12,7 +12,12 @@ import { silentLogger } from '../log.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
 import { WorkerState, type GcContext } from './context.ts';
 import type { DeletionPropagation } from './decide.ts';
-import { StaleDecisionError, type DeletePreconditions, type GcApi } from './operations.ts';
+import {
+  StaleDecisionError,
+  type DeletePreconditions,
+  type GcApi,
+  type WriteOutcome,
+} from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {
   group: '',
@@ -64,7 +69,7 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
         meta: ObjectMeta,
         policy: DeletionPropagation,
         guard: DeletePreconditions,
-      ) => {
+      ): Promise<WriteOutcome> => {
         const withRv = guard === 'uidAndResourceVersion';
         deletes.push({
           name: meta.name,
@@ -124,7 +129,7 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
       policy: DeletionPropagation,
       guard: DeletePreconditions,
       stillValid?: () => string | undefined,
-    ) => {
+    ): Promise<WriteOutcome> => {
       before.delete?.();
       // GcApi runs `stillValid` right before the request goes on the wire.
       const why = stillValid?.();

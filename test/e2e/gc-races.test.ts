@@ -339,6 +339,73 @@ async function serveV2(
   });
 }
 
+// Issue 19 follow-up, found by the CI soak: O switched from Foreground to
+// Orphan after kubegc read it (waiting) and before D's DELETE left. The DELETE
+// is held before the wire (the intercept runs before the client's last check)
+// until the graph has seen the switch, and the orphan worker's PATCH of D is
+// held too, so that D's resourceVersion still matches the DELETE's
+// precondition: before the fix, the DELETE went out and D was deleted.
+test("an owner switched to Orphan between kubegc's read of it and its dependent's DELETE leaving: the DELETE is not sent, the dependent is orphaned", async () => {
+  const ns = await testNamespace(c.core, 'race-fg-orphan-wire');
+  const o = await configMap(c, ns, 'o');
+  const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
+  await observed(o, d);
+  const dPath = `/api/v1/namespaces/${ns}/configmaps/d`;
+  let deleteHeld: (() => void) | undefined;
+  let releaseDelete: () => void = () => undefined;
+  const deleteReleased = new Promise<void>((r) => (releaseDelete = r));
+  let orphanPatchSeen = false;
+  let releasePatch: () => void = () => undefined;
+  const patchReleased = new Promise<void>((r) => (releasePatch = r));
+  const sent: string[] = [];
+  intercept = async (r) => {
+    if (r.path !== dPath) return;
+    sent.push(r.method);
+    if (r.method === 'DELETE' && !deleteHeld) {
+      deleteHeld = () => undefined;
+      await deleteReleased;
+    } else if (r.method === 'PATCH' && !orphanPatchSeen) {
+      orphanPatchSeen = true;
+      await patchReleased;
+    }
+  };
+  try {
+    await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Foreground' },
+    });
+    await waitFor("kubegc's DELETE of D, decided on O read as waiting", () =>
+      Promise.resolve(deleteHeld !== undefined),
+    );
+    await c.core.deleteNamespacedConfigMap({
+      name: 'o',
+      namespace: ns,
+      body: { propagationPolicy: 'Orphan' },
+    });
+    // The graph has the switch once the orphan worker acts on it (its PATCH of D, held).
+    await waitFor('the orphan worker to start on O', () => Promise.resolve(orphanPatchSeen));
+    expect(gc.graph.get(o.uid)?.hasOrphanFinalizer).toBe(true);
+    releaseDelete();
+    await waitFor('kubegc to decide D again', () =>
+      Promise.resolve(sent.filter((m) => m === 'DELETE').length >= 1 && sent.length >= 2),
+    );
+    const dep = await read(c, d);
+    expect(dep).toBeDefined();
+    expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
+  } finally {
+    releaseDelete();
+    releasePatch();
+  }
+  await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
+  await waitFor(
+    'D to lose its reference to O',
+    async () => ((await ownerUids(d)) ?? []).length === 0,
+  );
+  const dep = await read(c, d);
+  expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
+});
+
 test('item 3: an owner deleted while its informer is replaced (new preferred version): its dependents are collected', async () => {
   const crd = await twoVersionCrd('races.kubegc.io', 'Racer', false);
   const { ext, custom, group, plural, kind, crdName } = crd;

@@ -54,7 +54,7 @@ interface State {
   dataDir: string;
   ports: { etcdClient: number; etcdPeer: number; apiserver: number };
   builtinGc: boolean;
-  /** kube-apiserver writes an audit log of every write (cluster/controlplane.ts AUDIT_POLICY). */
+  /** kube-apiserver writes an audit log of every write (cluster/controlplane.ts auditPolicy). */
   audit?: boolean;
   processes: Partial<Record<Component, ProcessRecord>>;
 }
@@ -83,6 +83,8 @@ export interface UpOptions {
    * while holding which Lease).
    */
   audit?: boolean;
+  /** With `audit`: also log these users' get and list requests (Metadata level). */
+  auditReadsOf?: string[];
   log?: (line: string) => void;
 }
 
@@ -175,21 +177,33 @@ export function paths(dir: string) {
   };
 }
 
-/** Every write, with its request (DeleteOptions, patch bodies, Lease specs); no reads, no Events. */
-const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+/**
+ * Every write, with its request (DeleteOptions, patch bodies, Lease specs); no
+ * Events; no reads but the get and list requests of `readsOf` (Metadata level:
+ * who read which object when; the soak's oracle times a GC's reads of an owner).
+ */
+function auditPolicy(readsOf: readonly string[] = []): string {
+  const reads = readsOf.length
+    ? `  - level: Metadata
+    users: [${readsOf.map((u) => JSON.stringify(u)).join(', ')}]
+    verbs: [get, list]
+`
+    : '';
+  return `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
   - level: None
-    verbs: [get, list, watch]
-  - level: None
     resources:
       - { group: '', resources: [events] }
       - { group: events.k8s.io, resources: [events] }
+${reads}  - level: None
+    verbs: [get, list, watch]
   - level: Request
     verbs: [create, update, patch, delete, deletecollection]
   - level: None
 `;
+}
 
 export function auditLogFile(dir: string): string {
   return path.join(paths(dir).logs, 'audit.log');
@@ -693,7 +707,8 @@ export async function up(opts: UpOptions): Promise<Cluster> {
     if ((existing.audit ?? false) !== audit) {
       log(`restarting kube-apiserver ${audit ? 'with' : 'without'} its audit log`);
       existing.audit = audit;
-      if (audit) await fs.writeFile(path.join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
+      if (audit)
+        await fs.writeFile(path.join(dir, 'audit-policy.yaml'), auditPolicy(opts.auditReadsOf));
       await writeState(dir, existing);
       await restartApiServer(await clusterFrom(dir, existing, true));
     }
@@ -741,7 +756,8 @@ export async function up(opts: UpOptions): Promise<Cluster> {
     audit,
     processes: {},
   };
-  if (audit) await fs.writeFile(path.join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
+  if (audit)
+    await fs.writeFile(path.join(dir, 'audit-policy.yaml'), auditPolicy(opts.auditReadsOf));
   await writeState(dir, state);
   await writeKubeconfig(dir, `https://127.0.0.1:${ports.apiserver}`);
   await fs.rm(p.kubectl, { force: true });

@@ -8,8 +8,10 @@ import {
   checkI3,
   checkI5,
   collections,
+  oneReadDeletes,
   resolveDeletes,
   type DeleteCall,
+  type ReadCall,
 } from './oracle.ts';
 import { resourceDef } from './resources.ts';
 
@@ -157,6 +159,68 @@ describe('I1', () => {
     );
     expect(v).toHaveLength(1);
     expect(v[0]?.summary).toContain('Orphan');
+  });
+
+  describe('a DELETE one read old (owner switched from Foreground to Orphan after the GC read it)', () => {
+    const build = (): Scenario =>
+      new Scenario()
+        .ev('ADDED', cm('owner', 'O', 10))
+        .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O', true)] }))
+        .ev(
+          'MODIFIED',
+          cm('owner', 'O', 12, { deleting: true, finalizers: ['foregroundDeletion'] }),
+        )
+        .ev('MODIFIED', cm('owner', 'O', 14, { deleting: true, finalizers: ['orphan'] }))
+        .ev('DELETED', cm('dep', 'D', 15, { owners: [ref('owner', 'O', true)] }))
+        .probe(3000, 20);
+    // The DELETE of D: received at 1480, completed at 1510 (del()); the switch is seen at 1405.
+    const read = (received: number, completed: number, name = 'owner'): ReadCall => ({
+      user: 'kubegc',
+      resource: 'configmaps',
+      group: '',
+      namespace: 'soak-a',
+      name,
+      code: 200,
+      received,
+      completed,
+    });
+    const check = (reads: ReadCall[]) => {
+      const s = build();
+      const calls = [del('dep', 'D', 15)];
+      const resolved = resolveDeletes(s.history, s.clock, calls);
+      const excused = oneReadDeletes(s.history, s.clock, resolved, reads, GC);
+      return {
+        excused,
+        i1: checkI1(s.history, resolved, GC, calls, excused),
+        // (O itself keeps its orphan finalizer in this history: only D's entry is of interest.)
+        i3: checkI3(s.history, resolved, GC, calls, excused).filter((v) =>
+          v.object.includes('soak-a/dep'),
+        ),
+      };
+    };
+
+    test('read before the switch, DELETE right after the answer: excused, neither I1 nor I3', () => {
+      const r = check([read(1300, 1350)]);
+      expect([...r.excused.keys()]).toEqual(['a-dep-15']);
+      expect(r.excused.get('a-dep-15')).toContain(
+        'switched from Foreground to Orphan at revision 14',
+      );
+      expect(r.i1).toEqual([]);
+      expect(r.i3).toEqual([]);
+    });
+
+    test.each([
+      ['no read of the owner', []],
+      ['a read received after the switch was seen', [read(1450, 1460)]],
+      ['a read answered more than ONE_READ_MS before the DELETE', [read(300, 400)]],
+      ['a read of another object', [read(1300, 1350, 'other')]],
+      ['a read answered after the DELETE was received', [read(1300, 1500)]],
+    ])('%s: flagged (I1 and I3)', (_name, reads) => {
+      const r = check(reads);
+      expect(r.excused.size).toBe(0);
+      expect(r.i1).toHaveLength(1);
+      expect(r.i3).toHaveLength(1);
+    });
   });
 
   test('does not flag when a re-list gap leaves the owner state unknown', () => {

@@ -31,6 +31,18 @@ export interface DeleteCall {
   completed: number;
 }
 
+/** One get or list by a GC user that named one object (audit level Metadata). */
+export interface ReadCall {
+  user: string;
+  resource: string;
+  group: string;
+  namespace: string;
+  name: string;
+  code: number;
+  received: number;
+  completed: number;
+}
+
 export type Invariant = 'I1' | 'I2' | 'I3' | 'I4' | 'I5';
 
 export interface Violation {
@@ -175,16 +187,87 @@ function auditLine(c: DeleteCall): string {
  * I1: no DELETE by the GC hit an object that, when it took effect, had an owner
  * that existed and was not being deleted (or was being deleted with Orphan).
  */
+/** How soon after the GC's read of an owner its DELETE of a dependent must follow to be "one read old". */
+export const ONE_READ_MS = 1000;
+
+/**
+ * GC DELETEs made on a decision one read old, which no GC can avoid: the
+ * dependent's owner went from Foreground to Orphan deletion (a second DELETE)
+ * after a successful read of it by the GC that may have been served before
+ * the switch (received before the revision clock shows the switch), and the
+ * DELETE was received within ONE_READ_MS of that read's answer. The switch
+ * and the DELETE touch two objects, with no precondition across them;
+ * upstream's window is the same (GET the owner, then DELETE the dependent).
+ * By auditID, with the evidence. Deletes on owners the GC never read, read
+ * after the switch, or read long before, are not excused.
+ */
+export function oneReadDeletes(
+  history: History,
+  clock: RevisionClock,
+  resolved: readonly ResolvedDelete[],
+  reads: readonly ReadCall[],
+  gcUsers: ReadonlySet<string>,
+): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const d of resolved) {
+    if (!gcUsers.has(d.call.user) || !d.rec || !d.effect) continue;
+    const dep = d.rec;
+    const rev = d.effect.rev;
+    const excuses: string[] = [];
+    let protectedBy = 0;
+    for (const ref of d.effect.before.snap?.refs ?? []) {
+      const owner = history.objects.get(ref.uid);
+      if (!owner || !History.refersTo(ref, dep, owner)) continue;
+      const state = history.stateOf(owner, rev);
+      if (state.kind !== 'exists' || !protects(state.snap)) continue;
+      protectedBy++;
+      const i = owner.segments.indexOf(state.segment);
+      const prev = i > 0 ? owner.segments[i - 1] : undefined;
+      // Orphan now, in foreground deletion just before: a switch at state.segment.from.
+      if (
+        !state.snap.deleting ||
+        !prev?.snap?.deleting ||
+        !prev.snap.finalizers.includes(FOREGROUND)
+      )
+        continue;
+      const switchRev = state.segment.from;
+      const read = reads
+        .filter(
+          (r) =>
+            gcUsers.has(r.user) &&
+            ok(r.code) &&
+            r.resource === owner.resource &&
+            r.group === owner.group &&
+            r.namespace === owner.namespace &&
+            r.name === owner.name &&
+            r.completed <= d.call.received + 3 &&
+            d.call.received - r.completed <= ONE_READ_MS &&
+            clock.lowerBound(r.received - 3) < switchRev,
+        )
+        .sort((a, b) => b.completed - a.completed)[0];
+      if (!read) continue;
+      excuses.push(
+        `${owner.kind} ${owner.name} (uid ${short(owner.uid)}) switched from Foreground to Orphan at revision ${switchRev}; the GC read it at ${new Date(read.received).toISOString()} (before the switch, revision ≥ ${clock.lowerBound(read.received - 3)} then), answered ${(d.call.received - read.completed).toFixed(0)} ms before this DELETE was received`,
+      );
+    }
+    if (protectedBy > 0 && excuses.length === protectedBy)
+      out.set(d.call.auditID, excuses.join('; '));
+  }
+  return out;
+}
+
 export function checkI1(
   history: History,
   resolved: readonly ResolvedDelete[],
   gcUsers: ReadonlySet<string>,
   allCalls: readonly DeleteCall[],
+  /** DELETEs one read old (oneReadDeletes), not flagged. */
+  excused: ReadonlyMap<string, string> = new Map(),
 ): Violation[] {
   const out: Violation[] = [];
   const flagged = new Set<string>();
   for (const d of resolved) {
-    if (!gcUsers.has(d.call.user) || !d.rec) continue;
+    if (!gcUsers.has(d.call.user) || !d.rec || excused.has(d.call.auditID)) continue;
     const dep = d.rec;
     let refs: Snapshot['refs'];
     let at: string;
@@ -346,6 +429,8 @@ export function checkI3(
   resolved: readonly ResolvedDelete[],
   gcUsers: ReadonlySet<string>,
   allCalls: readonly DeleteCall[],
+  /** DELETEs one read old (oneReadDeletes), not flagged. */
+  excused: ReadonlyMap<string, string> = new Map(),
 ): Violation[] {
   const out: Violation[] = [];
   for (const rec of gcFinalizersLeft(history)) {
@@ -361,7 +446,7 @@ export function checkI3(
   const orphanOwners = new Set(orphaned.map((o) => o.owner.uid));
   const gcDeletesOf = new Map<string, ResolvedDelete[]>();
   for (const d of resolved) {
-    if (!d.rec || !gcUsers.has(d.call.user)) continue;
+    if (!d.rec || !gcUsers.has(d.call.user) || excused.has(d.call.auditID)) continue;
     const list = gcDeletesOf.get(d.rec.uid) ?? [];
     list.push(d);
     gcDeletesOf.set(d.rec.uid, list);

@@ -2,7 +2,7 @@
 // ran), as markdown for stdout and for soak/RESULTS.md.
 import os from 'node:os';
 import type { ContenderResult, SoakResult } from './soak.ts';
-import type { Invariant } from './oracle.ts';
+import { ONE_READ_MS, type Invariant } from './oracle.ts';
 
 const INVARIANTS: { id: Invariant; what: string }[] = [
   {
@@ -73,6 +73,7 @@ export function summary(results: ContenderResult[]): string {
       `${i.id} violations`,
       ...results.map((r) => violationCount(r, i.id)),
     ]),
+    ['deletes one read old (not violations)', ...results.map((r) => (r.excused ?? []).length)],
     [
       'slowest collection',
       ...results.map((r) => (r.collections.slowest ? secs(r.collections.slowest.latencyMs) : '–')),
@@ -133,6 +134,13 @@ function section(r: ContenderResult, o: RenderOptions): string {
     }
     if (o.maxViolations !== undefined && vs.length > o.maxViolations)
       out.push(`- … and ${vs.length - o.maxViolations} more`);
+  }
+  const excused = r.excused ?? [];
+  if (excused.length) {
+    out.push(
+      `#### Deletes one read old: ${excused.length} (not violations: the owner was switched from Foreground to Orphan after the GC read it, and the DELETE followed that read within ${ONE_READ_MS} ms; soak/README.md, I1)`,
+    );
+    for (const e of excused) out.push(`- **${e.object}** (audit ${e.auditID}): ${e.reason}`);
   }
   out.push('### Workload operations');
   out.push(table(['operation', 'count'], Object.entries(r.ops)));

@@ -1,7 +1,7 @@
 // One soak: for each contender, a fresh control plane with an audit log, the
 // GC under test, the seeded workload and faults on the planned schedule, and
 // the oracle over the soak's own watch history and the audit log.
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   REPO_ROOT,
@@ -269,9 +269,16 @@ async function runContender(
   log(`${name}: a fresh control plane in ${dir}`);
   await down(dir);
   // down() removes the PKI and the data but not users/ (userKubeconfig reuses what it finds
-  // there) nor logs/ (the audit log would mix runs): start clean.
-  for (const sub of ['users', 'logs'])
-    await rm(path.join(dir, sub), { recursive: true, force: true });
+  // there) nor logs/ (the audit log would mix runs): start clean, keeping the
+  // previous contender's logs in logs-previous/ (with `--contender both`, kubegc's
+  // logs would otherwise be gone by the end of the run).
+  await rm(path.join(dir, 'users'), { recursive: true, force: true });
+  await rm(path.join(dir, 'logs-previous'), { recursive: true, force: true });
+  await rename(path.join(dir, 'logs'), path.join(dir, 'logs-previous')).catch(
+    (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    },
+  );
   // The GC users' reads are logged too: the oracle times each read of an owner (oneReadDeletes).
   const cluster: Cluster = await up({
     dir,

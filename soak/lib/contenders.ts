@@ -138,6 +138,8 @@ export function kubegcLabels(count: number): string[] {
 
 /** The process label of the kcm contender. */
 export const KCM_LABEL = 'kcm-gc';
+/** The user kube-controller-manager's GC runs as in the soak. */
+export const KCM_USER = 'kcm-gc';
 
 export class KubegcReplicas implements Contender {
   readonly name = 'kubegc' as const;
@@ -315,7 +317,7 @@ const KCM_SYNCED = 'all resource monitors have synced';
 
 export class KcmGc implements Contender {
   readonly name = 'kcm' as const;
-  readonly gcUser = 'kcm-gc';
+  readonly gcUser = KCM_USER;
   readonly lifetimes: Lifetime[] = [];
   private readonly cluster: Cluster;
   private readonly kubeconfig: string;

@@ -187,6 +187,12 @@ function auditLine(c: DeleteCall): string {
  * I1: no DELETE by the GC hit an object that, when it took effect, had an owner
  * that existed and was not being deleted (or was being deleted with Orphan).
  */
+/** A GC DELETE one read old (oneReadDeletes): the object it deleted and why it is not a violation. */
+export interface Excused {
+  object: string;
+  reason: string;
+}
+
 /** How soon after the GC's read of an owner its DELETE of a dependent must follow to be "one read old". */
 export const ONE_READ_MS = 1000;
 
@@ -198,8 +204,8 @@ export const ONE_READ_MS = 1000;
  * DELETE was received within ONE_READ_MS of that read's answer. The switch
  * and the DELETE touch two objects, with no precondition across them;
  * upstream's window is the same (GET the owner, then DELETE the dependent).
- * By auditID, with the evidence. Deletes on owners the GC never read, read
- * after the switch, or read long before, are not excused.
+ * By auditID: the object deleted and why it is excused. Deletes on owners
+ * the GC never read, read after the switch, or read long before, are not excused.
  */
 export function oneReadDeletes(
   history: History,
@@ -207,8 +213,8 @@ export function oneReadDeletes(
   resolved: readonly ResolvedDelete[],
   reads: readonly ReadCall[],
   gcUsers: ReadonlySet<string>,
-): Map<string, string> {
-  const out = new Map<string, string>();
+): Map<string, Excused> {
+  const out = new Map<string, Excused>();
   for (const d of resolved) {
     if (!gcUsers.has(d.call.user) || !d.rec || !d.effect) continue;
     const dep = d.rec;
@@ -251,7 +257,7 @@ export function oneReadDeletes(
       );
     }
     if (protectedBy > 0 && excuses.length === protectedBy)
-      out.set(d.call.auditID, excuses.join('; '));
+      out.set(d.call.auditID, { object: objectName(dep), reason: excuses.join('; ') });
   }
   return out;
 }
@@ -262,7 +268,7 @@ export function checkI1(
   gcUsers: ReadonlySet<string>,
   allCalls: readonly DeleteCall[],
   /** DELETEs one read old (oneReadDeletes), not flagged. */
-  excused: ReadonlyMap<string, string> = new Map(),
+  excused: ReadonlyMap<string, Excused> = new Map(),
 ): Violation[] {
   const out: Violation[] = [];
   const flagged = new Set<string>();
@@ -430,7 +436,7 @@ export function checkI3(
   gcUsers: ReadonlySet<string>,
   allCalls: readonly DeleteCall[],
   /** DELETEs one read old (oneReadDeletes), not flagged. */
-  excused: ReadonlyMap<string, string> = new Map(),
+  excused: ReadonlyMap<string, Excused> = new Map(),
 ): Violation[] {
   const out: Violation[] = [];
   for (const rec of gcFinalizersLeft(history)) {

@@ -21,6 +21,7 @@ import { auditTimeMs, readAuditLog, WRITE_VERBS, type AuditEvent } from './audit
 import {
   DEFAULT_TIMING,
   KCM_LABEL,
+  KCM_USER,
   KcmGc,
   kubegcLabels,
   KubegcReplicas,
@@ -41,7 +42,6 @@ import {
   checkI5,
   collections,
   gcFinalizersLeft,
-  objectName,
   oneReadDeletes,
   resolveDeletes,
   uncollected,
@@ -283,7 +283,7 @@ async function runContender(
   const cluster: Cluster = await up({
     dir,
     audit: true,
-    auditReadsOf: [KUBEGC_USER, KCM_LABEL],
+    auditReadsOf: [KUBEGC_USER, KCM_USER],
     log: (l) => log(`control plane: ${l}`),
   });
   if (!cluster.auditLog) throw new Error('the control plane has no audit log');
@@ -303,7 +303,7 @@ async function runContender(
       const seconds = Math.ceil(o.durationMs / 1000) + 2 * 3600;
       gcKc = await mintServiceAccountKubeconfig(cluster, KUBEGC_SERVICE_ACCOUNT, seconds);
     } else {
-      gcUser = 'kcm-gc';
+      gcUser = KCM_USER;
       gcKc = await userKubeconfig(cluster, gcUser);
       await grantClusterAdmin(cluster, gcUser);
     }
@@ -597,10 +597,7 @@ async function runContender(
         (e) =>
           WRITE_VERBS.has(e.verb) && e.user.username === gcUser && e.responseStatus?.code === 429,
       ).length,
-      excused: [...excused].map(([auditID, reason]) => {
-        const d = resolved.find((x) => x.call.auditID === auditID);
-        return { object: d?.rec ? objectName(d.rec) : auditID, auditID, reason };
-      }),
+      excused: [...excused].map(([auditID, e]) => ({ auditID, ...e })),
       gcDeletes: {
         total: [...byResource.values()].reduce((a, b) => a + b, 0),
         byResource: tally(byResource),

@@ -3,7 +3,7 @@
 import os from 'node:os';
 import type { KubeClient } from '../api/client.ts';
 import type { Logger } from '../log.ts';
-import type { WriteTenure } from '../leader/lease.ts';
+import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
 import { NotLeaderError } from './operations.ts';
 
 export interface Regarding {
@@ -75,7 +75,6 @@ export function apiEventRecorder(
           uid: regarding.uid,
         },
       };
-      const signal = opts.tenure?.writeSignal();
       const post: Promise<void> = client
         .request<unknown>(
           'POST',
@@ -84,8 +83,7 @@ export function apiEventRecorder(
             body,
             verb: 'CREATE',
             beforeSend: opts.beforeSend,
-            ...(signal ? { signal } : {}),
-            ...(opts.tenure ? { timeoutMs: Math.max(1, opts.tenure.writeTimeoutMs) } : {}),
+            ...tenureRequestOptions(opts.tenure),
           },
         )
         .then(

@@ -20,7 +20,7 @@ import {
   type RawMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
-import type { WriteTenure } from '../leader/lease.ts';
+import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
 import type { DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
@@ -94,14 +94,10 @@ export class GcApi {
     signal?: AbortSignal;
     timeoutMs?: number;
   } {
-    const o = { beforeSend: (): void => this.guard(), retryThrottled: false as const };
-    if (!this.tenure) return o;
-    const signal = this.tenure.writeSignal();
-    // No tenure signal yet: the guard refuses the write anyway.
     return {
-      ...o,
-      ...(signal ? { signal } : {}),
-      timeoutMs: Math.max(1, this.tenure.writeTimeoutMs),
+      beforeSend: (): void => this.guard(),
+      retryThrottled: false as const,
+      ...tenureRequestOptions(this.tenure),
     };
   }
 

@@ -95,6 +95,18 @@ function leaseApiThatFailsRenewals() {
   };
 }
 
+/** Leading from the start; the renew deadline (1 s) passes, the write timeout (9 s) is far off. */
+function electorWhoseRenewalsFail(): LeaderElector {
+  return new LeaderElector(leaseApiThatFailsRenewals(), silentLogger, {
+    namespace: 'ns',
+    name: 'kubegc',
+    identity: 'a',
+    leaseDurationMs: 10_000,
+    renewDeadlineMs: 1_000,
+    retryPeriodMs: 200,
+  });
+}
+
 describe.each([
   ['HTTP/2', true, 'RST_STREAM 8'],
   ['HTTP/1.1', false, 'connection closed'],
@@ -103,14 +115,7 @@ describe.each([
     const srv = await blackHole(h2);
     const client = await clientFor(srv.url);
     // The write timeout (leaseDuration − renewDeadline: 9 s) is far off: the tenure's signal cancels it.
-    const elector = new LeaderElector(leaseApiThatFailsRenewals(), silentLogger, {
-      namespace: 'ns',
-      name: 'kubegc',
-      identity: 'a',
-      leaseDurationMs: 10_000,
-      renewDeadlineMs: 1_000,
-      retryPeriodMs: 200,
-    });
+    const elector = electorWhoseRenewalsFail();
     try {
       const start = performance.now();
       await elector.run(() => undefined);
@@ -164,14 +169,7 @@ describe.each([
   test('an Event POST in flight when the renew deadline passes is cancelled on the wire too', async () => {
     const srv = await blackHole(h2);
     const client = await clientFor(srv.url);
-    const elector = new LeaderElector(leaseApiThatFailsRenewals(), silentLogger, {
-      namespace: 'ns',
-      name: 'kubegc',
-      identity: 'a',
-      leaseDurationMs: 10_000,
-      renewDeadlineMs: 1_000,
-      retryPeriodMs: 200,
-    });
+    const elector = electorWhoseRenewalsFail();
     try {
       const start = performance.now();
       await elector.run(() => undefined);

@@ -48,6 +48,19 @@ export interface LeaderElectionOptions {
  * What bounds a write in time beyond the guard: what LeaderElector offers to
  * the writers (GcApi).
  */
+/**
+ * What a write carries under a tenure: its signal (none yet: the guard
+ * refuses the write anyway) and a timeout of at most writeTimeoutMs.
+ */
+export function tenureRequestOptions(tenure: WriteTenure | undefined): {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+} {
+  if (!tenure) return {};
+  const signal = tenure.writeSignal();
+  return { ...(signal ? { signal } : {}), timeoutMs: Math.max(1, tenure.writeTimeoutMs) };
+}
+
 export interface WriteTenure {
   /**
    * Aborts when this replica's right to write ends; every write in flight

@@ -351,18 +351,16 @@ test("an owner switched to Orphan between kubegc's read of it and its dependent'
   const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
   await observed(o, d);
   const dPath = `/api/v1/namespaces/${ns}/configmaps/d`;
-  let deleteHeld: (() => void) | undefined;
+  let deleteHeld = false;
   let releaseDelete: () => void = () => undefined;
   const deleteReleased = new Promise<void>((r) => (releaseDelete = r));
   let orphanPatchSeen = false;
   let releasePatch: () => void = () => undefined;
   const patchReleased = new Promise<void>((r) => (releasePatch = r));
-  const sent: string[] = [];
   intercept = async (r) => {
     if (r.path !== dPath) return;
-    sent.push(r.method);
     if (r.method === 'DELETE' && !deleteHeld) {
-      deleteHeld = () => undefined;
+      deleteHeld = true;
       await deleteReleased;
     } else if (r.method === 'PATCH' && !orphanPatchSeen) {
       orphanPatchSeen = true;
@@ -376,7 +374,7 @@ test("an owner switched to Orphan between kubegc's read of it and its dependent'
       body: { propagationPolicy: 'Foreground' },
     });
     await waitFor("kubegc's DELETE of D, decided on O read as waiting", () =>
-      Promise.resolve(deleteHeld !== undefined),
+      Promise.resolve(deleteHeld),
     );
     await c.core.deleteNamespacedConfigMap({
       name: 'o',
@@ -387,8 +385,11 @@ test("an owner switched to Orphan between kubegc's read of it and its dependent'
     await waitFor('the orphan worker to start on O', () => Promise.resolve(orphanPatchSeen));
     expect(gc.graph.get(o.uid)?.hasOrphanFinalizer).toBe(true);
     releaseDelete();
-    await waitFor('kubegc to decide D again', () =>
-      Promise.resolve(sent.filter((m) => m === 'DELETE').length >= 1 && sent.length >= 2),
+    // The released DELETE and the decision after it are over (the orphan PATCH is still held).
+    await waitFor(
+      'kubegc to finish deciding D',
+      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
+      { intervalMs: 20 },
     );
     const dep = await read(c, d);
     expect(dep).toBeDefined();

@@ -36,6 +36,8 @@ export interface FaultRecord {
   pids: number[];
   /** Network faults: the connections cut, reset or closed. */
   cuts?: number;
+  /** net-delay: the latency added each way, and the processes whose proxies added it. */
+  delay?: { ms: number; processes: string[] };
 }
 
 export interface FaultEnv {
@@ -103,6 +105,7 @@ async function netFault(
       const windowMs = plan.windowMs ?? 10_000;
       for (const l of behind) rec.pids.push(l.pid);
       for (const p of targets) p.delay = delay;
+      rec.delay = { ms: delay, processes: plan.targets.filter((l) => proxies.has(l)) };
       try {
         await pause(windowMs);
       } finally {

@@ -8,9 +8,13 @@ import {
   checkI3,
   checkI5,
   collections,
+  injectedDelayMs,
+  ONE_READ_MS,
+  oneReadBoundMs,
   oneReadDeletes,
   resolveDeletes,
   type DeleteCall,
+  type OneReadContext,
   type ReadCall,
 } from './oracle.ts';
 import { resourceDef } from './resources.ts';
@@ -172,11 +176,11 @@ describe('I1', () => {
       received,
       completed,
     });
-    const check = (reads: ReadCall[]) => {
+    const check = (reads: ReadCall[], ctx: OneReadContext = {}) => {
       const s = foregroundThenOrphan(15);
-      const calls = [del('dep', 'D', 15)];
+      const calls = [{ ...del('dep', 'D', 15), userAgent: 'kubegc/0.1.0 (r0-id)' }];
       const resolved = resolveDeletes(s.history, s.clock, calls);
-      const excused = oneReadDeletes(s.history, s.clock, resolved, reads, GC);
+      const excused = oneReadDeletes(s.history, s.clock, resolved, reads, GC, ctx);
       return {
         excused,
         i1: checkI1(s.history, resolved, GC, calls, excused),
@@ -208,6 +212,77 @@ describe('I1', () => {
       expect(r.excused.size).toBe(0);
       expect(r.i1).toHaveLength(1);
       expect(r.i3).toHaveLength(1);
+    });
+  });
+
+  describe('... with latency injected on the GC\'s connection (net-delay)', () => {
+    // Answered 1530 ms before the DELETE was received: beyond ONE_READ_MS on a plain connection.
+    const read = (): ReadCall => ({
+      user: 'kubegc',
+      resource: 'configmaps',
+      group: '',
+      namespace: 'soak-a',
+      name: 'owner',
+      code: 200,
+      received: -100,
+      completed: -50,
+    });
+    const processOf = (ua: string | undefined) => (ua?.includes('(r0-id)') ? 'kubegc-r0' : undefined);
+    const delay = (ms: number, processes = ['kubegc-r0'], start = -1000, end = 5000) => ({
+      delays: [{ start, end, ms, processes }],
+      processOf,
+    });
+    const s = () => foregroundThenOrphan(15);
+    const run = (ctx: OneReadContext) => {
+      const h = s();
+      const calls = [{ ...del('dep', 'D', 15), userAgent: 'kubegc/0.1.0 (r0-id)' }];
+      const resolved = resolveDeletes(h.history, h.clock, calls);
+      const excused = oneReadDeletes(h.history, h.clock, resolved, [read()], GC, ctx);
+      return { excused, i1: checkI1(h.history, resolved, GC, calls, excused, [read()]) };
+    };
+
+    test('the bound is ONE_READ_MS plus twice the latency each way', () => {
+      expect(oneReadBoundMs(0)).toBe(ONE_READ_MS);
+      expect(oneReadBoundMs(885)).toBe(ONE_READ_MS + 1770);
+    });
+
+    test('a delay on the deleting process during the read and the DELETE: excused', () => {
+      const r = run(delay(300));
+      expect([...r.excused.keys()]).toEqual(['a-dep-15']);
+      expect(r.excused.get('a-dep-15')?.reason).toContain('300 ms injected each way on kubegc-r0');
+      expect(r.i1).toEqual([]);
+    });
+
+    test.each([
+      ['no delay', {}],
+      ['a delay too small for the gap', delay(200)],
+      ['a delay on another process', delay(900, ['kubegc-r1'])],
+      ['a delay that ended (and drained) before the read', delay(900, ['kubegc-r0'], -5000, -1100)],
+      ['a delay that began after the DELETE', delay(900, ['kubegc-r0'], 1500, 3000)],
+    ])('%s: flagged, with the read in the evidence', (_name, ctx) => {
+      const r = run(ctx);
+      expect(r.excused.size).toBe(0);
+      expect(r.i1).toHaveLength(1);
+      expect(r.i1[0]?.evidence.join('\n')).toContain(
+        'GC read of the owner: kubegc → 200, received 1969-12-31T23:59:59.900Z',
+      );
+    });
+
+    test('a process the user agent does not name: a delay on any GC process counts', () => {
+      expect(run({ ...delay(300, ['kubegc-r1']), processOf: () => undefined }).excused.size).toBe(1);
+    });
+
+    test('injectedDelayMs: the largest overlapping window, a window holding chunks for its latency after it ends', () => {
+      const ws = [
+        { start: 0, end: 1000, ms: 200, processes: ['a'] },
+        { start: 500, end: 600, ms: 700, processes: ['a'] },
+        { start: 0, end: 10_000, ms: 1400, processes: ['b'] },
+      ];
+      expect(injectedDelayMs(ws, 'a', 550, 560)).toBe(700);
+      expect(injectedDelayMs(ws, 'a', 0, 100)).toBe(200);
+      expect(injectedDelayMs(ws, 'a', 1250, 2000)).toBe(700);
+      expect(injectedDelayMs(ws, 'a', 1301, 2000)).toBe(0);
+      expect(injectedDelayMs(ws, undefined, 1301, 2000)).toBe(1400);
     });
   });
 

@@ -193,15 +193,65 @@ export interface Excused {
   reason: string;
 }
 
-/** How soon after the GC's read of an owner its DELETE of a dependent must follow to be "one read old". */
+/**
+ * How soon after the GC's read of an owner its DELETE of a dependent must follow to be "one
+ * read old", on a connection without injected latency.
+ */
 export const ONE_READ_MS = 1000;
+
+/** Latency the soak added each way on GC processes' connections to the API server (net-delay). */
+export interface InjectedDelay {
+  start: number;
+  end: number;
+  ms: number;
+  /** The process labels whose proxies carried it. */
+  processes: readonly string[];
+}
+
+export interface OneReadContext {
+  /** The net-delay faults of the run. */
+  delays?: readonly InjectedDelay[];
+  /** The process label of a request's user agent, where known. */
+  processOf?: (userAgent: string | undefined) => string | undefined;
+}
+
+/**
+ * The largest latency injected each way on `process`'s connection (any GC process's, if
+ * unknown) at some time in [from, to]. A delay window also holds what was queued in it for
+ * up to its latency after it ends.
+ */
+export function injectedDelayMs(
+  delays: readonly InjectedDelay[],
+  process: string | undefined,
+  from: number,
+  to: number,
+): number {
+  let max = 0;
+  for (const w of delays) {
+    if (process !== undefined && !w.processes.includes(process)) continue;
+    if (w.start > to || w.end + w.ms < from) continue;
+    max = Math.max(max, w.ms);
+  }
+  return max;
+}
+
+/**
+ * The bound on the time from a read's answer (server side) to the DELETE's arrival: the
+ * GC's own processing, plus the answer's way to the GC and the DELETE's way back, each of
+ * which an injected delay lengthens by its latency.
+ */
+export function oneReadBoundMs(delayEachWayMs: number): number {
+  return ONE_READ_MS + 2 * delayEachWayMs;
+}
 
 /**
  * GC DELETEs made on a decision one read old, which no GC can avoid: the
  * dependent's owner went from Foreground to Orphan deletion (a second DELETE)
  * after a successful read of it by the GC that may have been served before
  * the switch (received before the revision clock shows the switch), and the
- * DELETE was received within ONE_READ_MS of that read's answer. The switch
+ * DELETE was received within oneReadBoundMs of that read's answer (ONE_READ_MS, plus
+ * twice the latency the soak injected on the deleting process's connection meanwhile: the
+ * answer and the DELETE each crossed it). The switch
  * and the DELETE touch two objects, with no precondition across them;
  * upstream's window is the same (GET the owner, then DELETE the dependent).
  * By auditID: the object deleted and why it is excused. Deletes on owners
@@ -213,11 +263,16 @@ export function oneReadDeletes(
   resolved: readonly ResolvedDelete[],
   reads: readonly ReadCall[],
   gcUsers: ReadonlySet<string>,
+  ctx: OneReadContext = {},
 ): Map<string, Excused> {
   const out = new Map<string, Excused>();
+  const delays = ctx.delays ?? [];
   for (const d of resolved) {
     if (!gcUsers.has(d.call.user) || !d.rec || !d.effect) continue;
     const dep = d.rec;
+    const process = ctx.processOf?.(d.call.userAgent);
+    const delayOf = (r: ReadCall): number =>
+      injectedDelayMs(delays, process, r.received, d.call.received);
     const rev = d.effect.rev;
     const excuses: string[] = [];
     let protectedBy = 0;
@@ -247,13 +302,14 @@ export function oneReadDeletes(
             r.namespace === owner.namespace &&
             r.name === owner.name &&
             r.completed <= d.call.received + 3 &&
-            d.call.received - r.completed <= ONE_READ_MS &&
+            d.call.received - r.completed <= oneReadBoundMs(delayOf(r)) &&
             clock.lowerBound(r.received - 3) < switchRev,
         )
         .sort((a, b) => b.completed - a.completed)[0];
       if (!read) continue;
+      const delay = delayOf(read);
       excuses.push(
-        `${owner.kind} ${owner.name} (uid ${short(owner.uid)}) switched from Foreground to Orphan at revision ${switchRev}; the GC read it at ${new Date(read.received).toISOString()} (before the switch, revision ≥ ${clock.lowerBound(read.received - 3)} then), answered ${(d.call.received - read.completed).toFixed(0)} ms before this DELETE was received`,
+        `${owner.kind} ${owner.name} (uid ${short(owner.uid)}) switched from Foreground to Orphan at revision ${switchRev}; the GC read it at ${new Date(read.received).toISOString()} (before the switch, revision ≥ ${clock.lowerBound(read.received - 3)} then), answered ${(d.call.received - read.completed).toFixed(0)} ms before this DELETE was received${delay ? ` (bound ${oneReadBoundMs(delay)} ms: ${delay} ms injected each way on ${process ?? "the GC's connections"})` : ''}`,
       );
     }
     if (protectedBy > 0 && excuses.length === protectedBy)
@@ -269,6 +325,8 @@ export function checkI1(
   allCalls: readonly DeleteCall[],
   /** DELETEs one read old (oneReadDeletes), not flagged. */
   excused: ReadonlyMap<string, Excused> = new Map(),
+  /** The GC users' reads: those of the owner shortly before the DELETE go into the evidence. */
+  reads: readonly ReadCall[] = [],
 ): Violation[] {
   const out: Violation[] = [];
   const flagged = new Set<string>();
@@ -325,11 +383,38 @@ export function checkI1(
           `revision window of the request: ${d.lo}–${Number.isFinite(d.hi) ? d.hi : '∞'}`,
           ...historyLines('dependent', dep, history, around),
           ...historyLines('owner', owner, history, around),
+          ...readsBefore(reads, gcUsers, owner, d.call.received),
         ],
       });
     }
   }
   return out;
+}
+
+/** How far back before a flagged DELETE the GC's reads of the owner are shown. */
+const READS_SHOWN_MS = 10_000;
+
+function readsBefore(
+  reads: readonly ReadCall[],
+  gcUsers: ReadonlySet<string>,
+  owner: ObjectHistory,
+  before: number,
+): string[] {
+  return reads
+    .filter(
+      (r) =>
+        gcUsers.has(r.user) &&
+        r.resource === owner.resource &&
+        r.group === owner.group &&
+        r.namespace === owner.namespace &&
+        r.name === owner.name &&
+        r.received <= before &&
+        before - r.received <= READS_SHOWN_MS,
+    )
+    .map(
+      (r) =>
+        `GC read of the owner: ${r.user} → ${r.code}, received ${new Date(r.received).toISOString()}, answered ${new Date(r.completed).toISOString()} (${(before - r.completed).toFixed(0)} ms before the DELETE was received)`,
+    );
 }
 
 export interface Quiescence {

@@ -138,7 +138,7 @@ function section(r: ContenderResult, o: RenderOptions): string {
   const excused = r.excused ?? [];
   if (excused.length) {
     out.push(
-      `#### Deletes one read old: ${excused.length} (not violations: the owner was switched from Foreground to Orphan after the GC read it, and the DELETE followed that read within ${ONE_READ_MS} ms; soak/README.md, I1)`,
+      `#### Deletes one read old: ${excused.length} (not violations: the owner was switched from Foreground to Orphan after the GC read it, and the DELETE followed that read's answer within ${ONE_READ_MS} ms, plus twice any latency the soak injected on the GC's connection meanwhile; soak/README.md, I1)`,
     );
     for (const e of excused) out.push(`- **${e.object}** (audit ${e.auditID}): ${e.reason}`);
   }

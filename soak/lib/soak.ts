@@ -504,7 +504,15 @@ async function runContender(
     const reads = events
       .map(toReadCall)
       .filter((c): c is ReadCall => c !== undefined && SOAK_NAMESPACES.includes(c.namespace));
-    const excused = oneReadDeletes(history, clock, resolved, reads, gcUsers);
+    const excused = oneReadDeletes(history, clock, resolved, reads, gcUsers, {
+      delays: faults.flatMap((f) =>
+        f.delay ? [{ start: f.start, end: f.end, ms: f.delay.ms, processes: f.delay.processes }] : [],
+      ),
+      processOf: (ua) => {
+        const id = kubegcIdentityFromUserAgent(ua);
+        return id === undefined ? undefined : contender.lifetimes.find((l) => l.identity === id)?.process;
+      },
+    });
     if (o.dumpFile) {
       const file = `${o.dumpFile}-${name}.json`;
       await writeFile(
@@ -528,7 +536,7 @@ async function runContender(
       log(`${name}: wrote ${file}`);
     }
     const violations: Violation[] = [
-      ...checkI1(history, resolved, gcUsers, calls, excused),
+      ...checkI1(history, resolved, gcUsers, calls, excused, reads),
       ...checkI2(history, { stoppedAt, checkedAt }),
       ...checkI3(history, resolved, gcUsers, calls, excused),
     ];

@@ -8,7 +8,11 @@ import { createLogger, type Level, type Logger } from '../log.ts';
 import { ContainerGarbageCollector } from '../node/container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
 import { ImageGarbageCollector } from '../node/image-gc.ts';
-import { DEFAULT_IMAGE_GC_POLICY, validateImageGcPolicy } from '../node/image-gc-policy.ts';
+import {
+  DEFAULT_IMAGE_GC_POLICY,
+  imageGcDisabled,
+  validateImageGcPolicy,
+} from '../node/image-gc-policy.ts';
 import { createNodeMetrics } from '../node/metrics.ts';
 import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
@@ -73,7 +77,7 @@ export const NODE_FLAGS: FlagSpecs = {
   },
   'pinned-images': {
     kind: 'list',
-    help: 'image globs never removed, e.g. registry.k8s.io/pause:*,*/critical/* (* spans / and :)',
+    help: 'image globs never removed, e.g. registry.k8s.io/pause:*,*/critical/* (* spans / and :); a short name is normalised as image references are (hubkeep:* also matches docker.io/library/hubkeep:*)',
     default: '',
   },
   'pod-infra-container-image': {
@@ -263,6 +267,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     options: {
       imagePeriodMs: flags['image-gc-period'] as number,
       containerPeriodMs: flags['container-gc-period'] as number,
+      imageGc: !imageGcDisabled(imagePolicy),
     },
   });
   const startFields = {

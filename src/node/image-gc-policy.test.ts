@@ -35,9 +35,17 @@ const image = (id: string, tags: string[] = [], size = 100, pinned = false): Ima
 describe('validateImageGcPolicy (the kubelet rules)', () => {
   test.each<[string, Partial<ImageGcPolicy>, RegExp | undefined]>([
     ['defaults', {}, undefined],
-    ['low = high', { lowThresholdPercent: 85 }, undefined],
-    ['0 and 0', { highThresholdPercent: 0, lowThresholdPercent: 0 }, undefined],
-    ['100 and 100', { highThresholdPercent: 100, lowThresholdPercent: 100 }, undefined],
+    // v1.35's KubeletConfiguration validation: low must be less than high.
+    [
+      'low = high',
+      { lowThresholdPercent: 85 },
+      /--image-gc-low-threshold 85 must be less than --image-gc-high-threshold 85/,
+    ],
+    ['0 and 0', { highThresholdPercent: 0, lowThresholdPercent: 0 }, /must be less than/],
+    ['100 and 100', { highThresholdPercent: 100, lowThresholdPercent: 100 }, /must be less than/],
+    ['100 and 99', { highThresholdPercent: 100, lowThresholdPercent: 99 }, undefined],
+    ['negative max age', { maxAgeMs: -1 }, /--image-maximum-gc-age must not be negative/],
+    ['negative min age', { minAgeMs: -1 }, /--image-minimum-gc-age must not be negative/],
     [
       'high > 100',
       { highThresholdPercent: 101 },
@@ -48,7 +56,7 @@ describe('validateImageGcPolicy (the kubelet rules)', () => {
     [
       'low > high',
       { lowThresholdPercent: 90 },
-      /low-threshold 90 can not be higher than --image-gc-high-threshold 85/,
+      /low-threshold 90 must be less than --image-gc-high-threshold 85/,
     ],
     [
       'max age = min age',

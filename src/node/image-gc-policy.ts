@@ -31,15 +31,28 @@ export function validateImageGcPolicy(p: ImageGcPolicy): string[] {
   };
   pct('image-gc-high-threshold', p.highThresholdPercent);
   pct('image-gc-low-threshold', p.lowThresholdPercent);
-  if (p.lowThresholdPercent > p.highThresholdPercent)
+  // The KubeletConfiguration validation (v1.35): low must be strictly below high.
+  if (p.lowThresholdPercent >= p.highThresholdPercent)
     problems.push(
-      `--image-gc-low-threshold ${p.lowThresholdPercent} can not be higher than --image-gc-high-threshold ${p.highThresholdPercent}`,
+      `--image-gc-low-threshold ${p.lowThresholdPercent} must be less than --image-gc-high-threshold ${p.highThresholdPercent}`,
     );
-  if (p.maxAgeMs !== 0 && p.maxAgeMs <= p.minAgeMs)
+  if (p.minAgeMs < 0) problems.push(`--image-minimum-gc-age must not be negative`);
+  if (p.maxAgeMs < 0) problems.push(`--image-maximum-gc-age must not be negative`);
+  if (p.maxAgeMs > 0 && p.maxAgeMs <= p.minAgeMs)
     problems.push(
       `--image-maximum-gc-age (${p.maxAgeMs / 1000}s) must be greater than --image-minimum-gc-age (${p.minAgeMs / 1000}s)`,
     );
   return problems;
+}
+
+/**
+ * The kubelet stubs its image GC when the high threshold is 100 and there is
+ * no maximum age (StartGarbageCollection): the periodic image pass is off.
+ * Pressure reclaim still removes unused images, as the kubelet's eviction
+ * manager does.
+ */
+export function imageGcDisabled(p: ImageGcPolicy): boolean {
+  return p.highThresholdPercent === 100 && p.maxAgeMs === 0;
 }
 
 export interface FsStats {

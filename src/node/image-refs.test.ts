@@ -1,4 +1,10 @@
-import { globMatcher, globToRegExp, imageNames, normalizeImageRef } from './image-refs.ts';
+import {
+  globMatcher,
+  globToRegExp,
+  imageNames,
+  normalizeImagePattern,
+  normalizeImageRef,
+} from './image-refs.ts';
 
 describe('normalizeImageRef', () => {
   test.each([
@@ -37,5 +43,35 @@ describe('globs over image references', () => {
     const names = imageNames({ id: 'sha256:1', repoTags: ['keep:1'], repoDigests: [] });
     expect(m.match(names)).toBe('docker.io/library/keep:*');
     expect(m.match(['other'])).toBeUndefined();
+  });
+});
+
+describe('--pinned-images patterns are normalised as references are', () => {
+  test.each([
+    ['hubkeep:*', 'docker.io/library/hubkeep:*'],
+    ['hubkeep:1.0', 'docker.io/library/hubkeep:1.0'],
+    ['hubkeep', 'docker.io/library/hubkeep:latest'],
+    ['pause*', 'docker.io/library/pause*'],
+    ['bitnami/*', 'docker.io/bitnami/*'],
+    ['registry.k8s.io/pause:*', 'registry.k8s.io/pause:*'],
+    ['localhost/app:*', 'localhost/app:*'],
+    ['*/critical/*', '*/critical/*'],
+    ['*pause*', '*pause*'],
+    ['sha256:ab*', 'sha256:ab*'],
+  ])('%s → %s', (pattern, normalized) => {
+    expect(normalizeImagePattern(pattern)).toBe(normalized);
+  });
+
+  // CRI-O reports docker.io/library/hubkeep:1.0 for an image loaded as hubkeep:1.0.
+  test.each([
+    ['hubkeep:*', 'docker.io/library/hubkeep:1.0', true],
+    ['hubkeep:1.0', 'docker.io/library/hubkeep:1.0', true],
+    ['hubkeep:*', 'docker.io/library/hubkeeper:1.0', false],
+    ['hubkeep:*', 'example.com/hubkeep:1.0', false],
+    ['bitnami/*', 'docker.io/bitnami/redis:7', true],
+    ['*/critical/*', 'example.com/critical/db:1', true],
+  ])('pattern %s protects an image named %s: %p', (pattern, name, matches) => {
+    const names = imageNames({ id: 'sha256:1', repoTags: [name], repoDigests: [] });
+    expect(globMatcher([pattern]).match(names) !== undefined).toBe(matches);
   });
 });

@@ -51,8 +51,41 @@ export interface ImageMatcher {
   match(names: string[]): string | undefined;
 }
 
+const GLOB = /[*?]/;
+
+/**
+ * A --pinned-images pattern in the form the runtimes report names, so that
+ * `hubkeep:*` protects `docker.io/library/hubkeep:1.0` as `hubkeep:1.0` would:
+ * a pattern with no wildcard is normalised as a reference is; one whose first
+ * component is literal gets the docker.io (and library/) prefix a reference
+ * would, but no `:latest` (its wildcards decide the tag); one that starts with
+ * a wildcard (`*\/critical/*`) or is an image ID is left as it is.
+ */
+export function normalizeImagePattern(pattern: string): string {
+  if (!GLOB.test(pattern)) return normalizeImageRef(pattern);
+  if (pattern.startsWith('sha256:')) return pattern;
+  const slash = pattern.indexOf('/');
+  const first = slash === -1 ? pattern : pattern.slice(0, slash);
+  if (GLOB.test(first) && slash !== -1) return pattern;
+  if (slash === -1) {
+    // A bare repository (`hubkeep:*`, `pause*`): Docker Hub's library, unless it starts wild.
+    return /^[*?]/.test(pattern) ? pattern : `docker.io/library/${pattern}`;
+  }
+  const hasDomain = first.includes('.') || first.includes(':') || first === 'localhost';
+  return hasDomain ? pattern : `docker.io/${pattern}`;
+}
+
+/**
+ * Each pattern matches a name as written and as normalised
+ * (normalizeImagePattern); image names are compared in both forms too.
+ */
 export function globMatcher(patterns: string[]): ImageMatcher {
-  const compiled = patterns.map((p) => ({ pattern: p, re: globToRegExp(p) }));
+  const compiled = patterns.map((p) => {
+    const normalized = normalizeImagePattern(p);
+    const res = [globToRegExp(p)];
+    if (normalized !== p) res.push(globToRegExp(normalized));
+    return { pattern: p, re: { test: (n: string) => res.some((r) => r.test(n)) } };
+  });
   return {
     match(names) {
       for (const { pattern, re } of compiled) if (names.some((n) => re.test(n))) return pattern;

@@ -12,6 +12,8 @@ import { RuntimeUnavailableError, type RuntimeConnection } from './runtime.ts';
 export interface NodeGcOptions {
   imagePeriodMs: number;
   containerPeriodMs: number;
+  /** false: no periodic image pass (high threshold 100, no maximum age: the kubelet's "off"). */
+  imageGc?: boolean;
 }
 
 /** Exit codes of `kubegc node --once`. */
@@ -135,10 +137,10 @@ export class NodeGc {
    */
   async once(): Promise<number> {
     const containers = await this.containerPass();
-    const images = await this.imagePass();
-    if (!containers.ok || !images.ok) return EXIT_PASS_FAILED;
+    const images = this.opts.imageGc === false ? undefined : await this.imagePass();
+    if (!containers.ok || (images && !images.ok)) return EXIT_PASS_FAILED;
     if (containers.result.failures > 0) return EXIT_PASS_FAILED;
-    if (images.result.shortfallBytes > 0) return EXIT_SHORTFALL;
+    if (images?.ok && images.result.shortfallBytes > 0) return EXIT_SHORTFALL;
     return EXIT_OK;
   }
 
@@ -163,7 +165,11 @@ export class NodeGc {
     };
     // Containers first: a dead container keeps its image in use.
     loop('container', this.opts.containerPeriodMs, () => this.containerPass());
-    loop('image', this.opts.imagePeriodMs, () => this.imagePass());
+    if (this.opts.imageGc === false)
+      this.log.info(
+        'periodic image GC off (--image-gc-high-threshold=100 and no --image-maximum-gc-age, as on the kubelet)',
+      );
+    else loop('image', this.opts.imagePeriodMs, () => this.imagePass());
   }
 
   /** Stops scheduling and waits for passes in flight. */

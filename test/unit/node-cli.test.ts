@@ -47,8 +47,14 @@ test.each([
   [['--image-gc-low-threshold', '-1'], /--image-gc-low-threshold -1 must be between 0 and 100/],
   [
     ['--image-gc-high-threshold', '70', '--image-gc-low-threshold', '75'],
-    /--image-gc-low-threshold 75 can not be higher than --image-gc-high-threshold 70/,
+    /--image-gc-low-threshold 75 must be less than --image-gc-high-threshold 70/,
   ],
+  [
+    ['--image-gc-high-threshold', '80', '--image-gc-low-threshold', '80'],
+    /--image-gc-low-threshold 80 must be less than --image-gc-high-threshold 80/,
+  ],
+  [['--image-maximum-gc-age', '-1m'], /invalid duration "-1m"/],
+  [['--minimum-container-ttl-duration', '-5s'], /invalid duration "-5s"/],
   [
     ['--image-maximum-gc-age', '1m'],
     /--image-maximum-gc-age \(60s\) must be greater than --image-minimum-gc-age \(120s\)/,
@@ -76,7 +82,7 @@ test('a usage error is one line on stderr and exit code 2', () => {
   const r = kubegc('node', '--image-gc-high-threshold', '70', '--image-gc-low-threshold', '75');
   expect(r.status).toBe(2);
   expect(r.stderr.trim().split('\n')).toEqual([
-    'kubegc: --image-gc-low-threshold 75 can not be higher than --image-gc-high-threshold 70',
+    'kubegc: --image-gc-low-threshold 75 must be less than --image-gc-high-threshold 70',
   ]);
 });
 

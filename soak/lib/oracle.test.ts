@@ -215,7 +215,7 @@ describe('I1', () => {
     });
   });
 
-  describe('... with latency injected on the GC\'s connection (net-delay)', () => {
+  describe("... with latency injected on the GC's connection (net-delay)", () => {
     // Answered 1530 ms before the DELETE was received: beyond ONE_READ_MS on a plain connection.
     const read = (): ReadCall => ({
       user: 'kubegc',
@@ -227,7 +227,8 @@ describe('I1', () => {
       received: -100,
       completed: -50,
     });
-    const processOf = (ua: string | undefined) => (ua?.includes('(r0-id)') ? 'kubegc-r0' : undefined);
+    const processOf = (ua: string | undefined) =>
+      ua?.includes('(r0-id)') ? 'kubegc-r0' : undefined;
     const delay = (ms: number, processes = ['kubegc-r0'], start = -1000, end = 5000) => ({
       delays: [{ start, end, ms, processes }],
       processOf,
@@ -269,7 +270,9 @@ describe('I1', () => {
     });
 
     test('a process the user agent does not name: a delay on any GC process counts', () => {
-      expect(run({ ...delay(300, ['kubegc-r1']), processOf: () => undefined }).excused.size).toBe(1);
+      expect(run({ ...delay(300, ['kubegc-r1']), processOf: () => undefined }).excused.size).toBe(
+        1,
+      );
     });
 
     test('injectedDelayMs: the largest overlapping window, a window holding chunks for its latency after it ends', () => {

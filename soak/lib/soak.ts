@@ -506,11 +506,15 @@ async function runContender(
       .filter((c): c is ReadCall => c !== undefined && SOAK_NAMESPACES.includes(c.namespace));
     const excused = oneReadDeletes(history, clock, resolved, reads, gcUsers, {
       delays: faults.flatMap((f) =>
-        f.delay ? [{ start: f.start, end: f.end, ms: f.delay.ms, processes: f.delay.processes }] : [],
+        f.delay
+          ? [{ start: f.start, end: f.end, ms: f.delay.ms, processes: f.delay.processes }]
+          : [],
       ),
       processOf: (ua) => {
         const id = kubegcIdentityFromUserAgent(ua);
-        return id === undefined ? undefined : contender.lifetimes.find((l) => l.identity === id)?.process;
+        return id === undefined
+          ? undefined
+          : contender.lifetimes.find((l) => l.identity === id)?.process;
       },
     });
     if (o.dumpFile) {

@@ -7,6 +7,7 @@ import {
   legacyLogSymlinkName,
   planContainerRemovals,
   planSandboxRemovals,
+  removablePods,
   podsDeletedFromApi,
   podUidOfLogDirectory,
   type ContainerGcPolicy,
@@ -49,7 +50,7 @@ function plan(
     containers,
     nowNs: NOW,
     policy: policy(p),
-    deletedPods: new Set(deleted),
+    removablePods: new Map(deleted.map((uid) => [uid, 'pod-deleted'])),
   });
   return Object.fromEntries(removals.map((r) => [r.container.id, r.reason]));
 }
@@ -252,7 +253,7 @@ describe('planSandboxRemovals', () => {
       planSandboxRemovals({
         sandboxes,
         containers: containerSandboxes.map((sandboxId) => ({ sandboxId })),
-        deletedPods: new Set(deleted),
+        removablePods: new Map(deleted.map((uid) => [uid, 'pod-deleted'])),
       }).map((r) => [r.sandbox.id, r.reason]),
     );
 
@@ -330,4 +331,70 @@ describe('log paths', () => {
     ['default_web-1_0b6c4f2e-uid', '0b6c4f2e-uid'],
     ['kube-system_my_pod_with_underscores_u1', 'u1'],
   ])('pod UID of %s', (dir, uid) => expect(podUidOfLogDirectory(dir)).toBe(uid));
+});
+
+describe('removablePods (deleted, evicted, and under pressure terminated)', () => {
+  const pod = (uid: string, phase: string, evicted = false, mirrorOf?: string) => ({
+    uid,
+    phase,
+    evicted,
+    ...(mirrorOf ? { mirrorOf } : {}),
+  });
+  const pods = [
+    pod('run', 'Running'),
+    pod('done', 'Succeeded'),
+    pod('failed', 'Failed'),
+    pod('evicted', 'Failed', true),
+    pod('mirror', 'Succeeded', false, 'static-uid'),
+    pod('evicted-still-running', 'Failed', true),
+  ];
+  const run = (pressure: boolean) =>
+    Object.fromEntries(
+      removablePods({
+        deleted: new Set(['gone']),
+        pods,
+        activeUids: new Set(['evicted-still-running']),
+        pressure,
+      }),
+    );
+
+  test('normal pass: deleted pods and evicted ones (as the kubelet: content of an evicted pod goes while its Pod exists)', () => {
+    expect(run(false)).toEqual({ gone: 'pod-deleted', evicted: 'pod-evicted' });
+  });
+
+  test('under pressure: every terminated pod too (DeleteAllUnusedContainers), a static pod by its own UID; never a running one', () => {
+    expect(run(true)).toEqual({
+      gone: 'pod-deleted',
+      evicted: 'pod-evicted',
+      done: 'pod-terminated',
+      failed: 'pod-terminated',
+      mirror: 'pod-terminated',
+      'static-uid': 'pod-terminated',
+    });
+  });
+
+  test('the dead containers of an evicted pod go beyond the per-container cap; a Running pod keeps its newest', () => {
+    const containers = [
+      ctr('e1', 'evicted', 'app', 10),
+      ctr('e0', 'evicted', 'app', 20),
+      ctr('r1', 'run', 'app', 10),
+      ctr('r0', 'run', 'app', 20),
+    ];
+    const removals = planContainerRemovals({
+      containers,
+      nowNs: NOW,
+      policy: policy({}),
+      removablePods: removablePods({
+        deleted: new Set(),
+        pods,
+        activeUids: new Set(),
+        pressure: false,
+      }),
+    });
+    expect(Object.fromEntries(removals.map((r) => [r.container.id, r.reason]))).toEqual({
+      e1: 'pod-evicted',
+      e0: 'pod-evicted',
+      r0: 'max-per-pod-container',
+    });
+  });
 });

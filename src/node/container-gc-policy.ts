@@ -46,8 +46,16 @@ export interface GcSandbox {
   createdAtNs: bigint;
 }
 
+/**
+ * Why all of a pod's dead containers and inactive sandboxes may go: deleted
+ * from the API (and not running), evicted (the kubelet's ShouldPodContentBeRemoved),
+ * or, under disk pressure only, terminated (ShouldPodRuntimeBeRemoved, which the
+ * kubelet's eviction manager applies through DeleteAllUnusedContainers).
+ */
+export type PodRemovalReason = 'pod-deleted' | 'pod-evicted' | 'pod-terminated';
+
 export type ContainerRemovalReason =
-  'unidentified' | 'pod-deleted' | 'max-per-pod-container' | 'max-containers';
+  'unidentified' | PodRemovalReason | 'max-per-pod-container' | 'max-containers';
 
 export interface ContainerRemoval {
   container: GcContainer;
@@ -83,8 +91,8 @@ export function planContainerRemovals(input: {
   containers: GcContainer[];
   nowNs: bigint;
   policy: ContainerGcPolicy;
-  /** Pod UIDs confirmed deleted from the API (empty without API access). */
-  deletedPods: ReadonlySet<string>;
+  /** Pods whose every dead container goes, and why (empty without API access). */
+  removablePods: ReadonlyMap<string, PodRemovalReason>;
 }): ContainerRemoval[] {
   const { policy } = input;
   const removals: ContainerRemoval[] = [];
@@ -103,11 +111,11 @@ export function planContainerRemovals(input: {
   }
   for (const list of units.values()) list.sort(newestFirst);
 
-  // Pods deleted from the API: everything goes.
+  // Pods deleted from the API, evicted, or (under pressure) terminated: everything goes.
   for (const [key, list] of units) {
-    const podUid = key.slice(0, key.indexOf('/'));
-    if (!input.deletedPods.has(podUid)) continue;
-    for (const c of list) removals.push({ container: c, reason: 'pod-deleted' });
+    const reason = input.removablePods.get(key.slice(0, key.indexOf('/')));
+    if (!reason) continue;
+    for (const c of list) removals.push({ container: c, reason });
     units.delete(key);
   }
 
@@ -153,7 +161,33 @@ export function podsDeletedFromApi(input: {
   return deleted;
 }
 
-export type SandboxRemovalReason = 'pod-deleted' | 'superseded';
+/**
+ * The pods whose content goes this pass: deleted from the API (podsDeletedFromApi),
+ * evicted, and with `pressure` every terminated pod, none of them running.
+ */
+export function removablePods(input: {
+  deleted: ReadonlySet<string>;
+  /** The API's pods bound here (empty when unknown). */
+  pods: readonly { uid: string; mirrorOf?: string; phase: string; evicted: boolean }[];
+  activeUids: ReadonlySet<string>;
+  pressure: boolean;
+}): Map<string, PodRemovalReason> {
+  const out = new Map<string, PodRemovalReason>();
+  for (const uid of input.deleted) out.set(uid, 'pod-deleted');
+  for (const p of input.pods) {
+    const reason: PodRemovalReason | undefined = p.evicted
+      ? 'pod-evicted'
+      : input.pressure && (p.phase === 'Succeeded' || p.phase === 'Failed')
+        ? 'pod-terminated'
+        : undefined;
+    if (!reason) continue;
+    for (const uid of [p.uid, p.mirrorOf])
+      if (uid && !input.activeUids.has(uid) && !out.has(uid)) out.set(uid, reason);
+  }
+  return out;
+}
+
+export type SandboxRemovalReason = PodRemovalReason | 'superseded';
 
 export interface SandboxRemoval {
   sandbox: GcSandbox;
@@ -170,7 +204,7 @@ export function planSandboxRemovals(input: {
   sandboxes: GcSandbox[];
   /** Containers that remain after the container pass. */
   containers: { sandboxId: string }[];
-  deletedPods: ReadonlySet<string>;
+  removablePods: ReadonlyMap<string, PodRemovalReason>;
 }): SandboxRemoval[] {
   const referenced = new Set(input.containers.map((c) => c.sandboxId));
   const byPod = new Map<string, GcSandbox[]>();
@@ -181,13 +215,13 @@ export function planSandboxRemovals(input: {
   }
   const removals: SandboxRemoval[] = [];
   for (const [uid, list] of byPod) {
-    const deleted = input.deletedPods.has(uid);
+    const whole = input.removablePods.get(uid);
     // The kubelet's removeOldestNSandboxes: of the newest-first list, look at
-    // the last N (all for deleted pods, all but the newest otherwise).
+    // the last N (all for removable pods, all but the newest otherwise).
     const sorted = [...list].sort(newestFirst);
-    for (const s of sorted.slice(deleted ? 0 : 1)) {
+    for (const s of sorted.slice(whole ? 0 : 1)) {
       if (s.state === 'ready' || referenced.has(s.id)) continue;
-      removals.push({ sandbox: s, reason: deleted ? 'pod-deleted' : 'superseded' });
+      removals.push({ sandbox: s, reason: whole ?? 'superseded' });
     }
   }
   return removals;

@@ -12,8 +12,10 @@ import {
   planSandboxRemovals,
   podsDeletedFromApi,
   podUidOfLogDirectory,
+  removablePods,
   type ContainerGcPolicy,
   type ContainerRemoval,
+  type PodRemovalReason,
   type SandboxRemoval,
 } from './container-gc-policy.ts';
 import type { CriClient, CriContainer, CriSandbox } from './cri/client.ts';
@@ -25,7 +27,7 @@ import {
   removeSymlink,
 } from './logs.ts';
 import type { NodeMetrics } from './metrics.ts';
-import type { PodLister } from './pods.ts';
+import { podUidsOf, type NodePod, type PodLister } from './pods.ts';
 import type { RuntimeConnection } from './runtime.ts';
 
 export interface ContainerGcOptions {
@@ -73,26 +75,37 @@ export class ContainerGarbageCollector {
     this.now = opts.now ?? Date.now;
   }
 
-  /** UIDs of pods deleted from the API, or an empty set when that cannot be known. */
-  private async deletedPods(
+  /**
+   * Pods whose content goes this pass (deleted from the API, evicted, and under
+   * pressure terminated), or none when the API's list cannot be had.
+   */
+  private async removablePods(
     seenUids: Set<string>,
     activeUids: Set<string>,
-  ): Promise<{ known: boolean; deleted: Set<string> }> {
-    if (!this.opts.pods) return { known: false, deleted: new Set() };
-    let apiUids: Set<string>;
+    pressure: boolean,
+  ): Promise<{ known: boolean; removable: Map<string, PodRemovalReason> }> {
+    if (!this.opts.pods) return { known: false, removable: new Map() };
+    let pods: NodePod[];
     try {
-      apiUids = await this.opts.pods.podUids();
+      pods = await this.opts.pods.nodePods();
     } catch (err) {
       this.metrics.errors.inc({ gc: 'container', kind: 'api' });
-      this.log.warn("cannot list this node's pods; containers of deleted pods are kept this pass", {
-        error: (err as Error).message,
-      });
-      return { known: false, deleted: new Set() };
+      this.log.warn(
+        "cannot list this node's pods; containers of deleted, evicted and terminated pods are kept this pass",
+        { error: (err as Error).message },
+      );
+      return { known: false, removable: new Map() };
     }
-    return { known: true, deleted: podsDeletedFromApi({ seenUids, apiUids, activeUids }) };
+    const deleted = podsDeletedFromApi({ seenUids, apiUids: podUidsOf(pods), activeUids });
+    return { known: true, removable: removablePods({ deleted, pods, activeUids, pressure }) };
   }
 
-  async run(): Promise<ContainerPassResult> {
+  /**
+   * One pass. With `pressure` (disk pressure reclaim), every terminated pod's
+   * dead containers and sandboxes go too, as the kubelet's eviction manager
+   * does with DeleteAllUnusedContainers.
+   */
+  async run(opts: { pressure?: boolean } = {}): Promise<ContainerPassResult> {
     const client = await this.runtime.get();
     const dryRun = this.opts.dryRun;
     // Order matters: the runtime and the log directory are read before the
@@ -117,7 +130,7 @@ export class ContainerGarbageCollector {
       ...sandboxes.filter((s) => s.state === 'ready').map((s) => s.uid),
       ...containers.filter((c) => c.state === 'running').map((c) => c.labels[POD_UID_LABEL] ?? ''),
     ]);
-    const pods = await this.deletedPods(seenUids, activeUids);
+    const pods = await this.removablePods(seenUids, activeUids, opts.pressure === true);
 
     const result: ContainerPassResult = {
       containers: [],
@@ -133,7 +146,7 @@ export class ContainerGarbageCollector {
       containers,
       nowNs,
       policy: this.opts.policy,
-      deletedPods: pods.deleted,
+      removablePods: pods.removable,
     });
     const removed = new Set<string>();
     for (const r of containerRemovals) {
@@ -144,20 +157,23 @@ export class ContainerGarbageCollector {
     const sandboxRemovals = planSandboxRemovals({
       sandboxes,
       containers: remaining,
-      deletedPods: pods.deleted,
+      removablePods: pods.removable,
     });
     for (const r of sandboxRemovals) await this.removeSandbox(client, r, sandboxes, result);
 
-    // Log directories of deleted pods (which run nothing any more).
+    // Log directories of deleted and evicted pods (which run nothing any
+    // more); a terminated pod keeps its logs, as on the kubelet.
     if (pods.known) {
       for (const dir of logDirs) {
         const uid = podUidOfLogDirectory(dir);
-        if (!pods.deleted.has(uid)) continue;
-        if (dryRun) this.log.info('would remove pod log directory (dry run)', { dir, podUid: uid });
+        const reason = pods.removable.get(uid);
+        if (reason !== 'pod-deleted' && reason !== 'pod-evicted') continue;
+        if (dryRun)
+          this.log.info('would remove pod log directory (dry run)', { dir, podUid: uid, reason });
         else {
           try {
             await removePodLogDirectory(this.opts.podLogsDir, dir);
-            this.log.info('removed pod log directory', { dir, podUid: uid, reason: 'pod-deleted' });
+            this.log.info('removed pod log directory', { dir, podUid: uid, reason });
           } catch (err) {
             this.fail('could not remove pod log directory', err, result, { dir });
             continue;

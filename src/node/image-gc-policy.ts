@@ -119,6 +119,25 @@ export function imagesInUse(
   return used;
 }
 
+/**
+ * The image references of pods bound to the node that may still start a
+ * container (not Succeeded or Failed), as written and normalised: an image
+ * pulled for such a pod is in use before its container exists.
+ */
+export function imagesOfRunnablePods(
+  pods: readonly { phase: string; images: readonly string[] }[],
+): Set<string> {
+  const out = new Set<string>();
+  for (const p of pods) {
+    if (p.phase === 'Succeeded' || p.phase === 'Failed') continue;
+    for (const ref of p.images) {
+      out.add(ref);
+      out.add(normalizeImageRef(ref));
+    }
+  }
+  return out;
+}
+
 export function isImageInUse(image: ImageInfo, inUse: Set<string>): boolean {
   return imageNames(image).some((n) => inUse.has(n));
 }

@@ -7,6 +7,7 @@ import type { CriClient, CriImage } from './cri/client.ts';
 import {
   bytesToFree,
   imagesInUse,
+  imagesOfRunnablePods,
   InvalidDiskCapacityError,
   isImageInUse,
   planImageGc,
@@ -21,6 +22,7 @@ import {
 } from './image-gc-policy.ts';
 import { globMatcher, normalizeImageRef } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
+import type { PodLister } from './pods.ts';
 import type { NodeEvents } from './node-events.ts';
 import type { RuntimeConnection } from './runtime.ts';
 import { loadStateFile, saveStateFile } from './state-file.ts';
@@ -40,6 +42,13 @@ export interface ImageGcOptions {
   /** Where image ages persist ('' or undefined: memory only, like the kubelet). */
   stateFile?: string;
   dryRun: boolean;
+  /**
+   * This node's pods from the API: the images of those not yet terminated are
+   * in use even before their containers exist. Undefined without API access.
+   */
+  pods?: PodLister;
+  /** How often, at most, containers are listed again before a removal (default 1 s). */
+  inUseRecheckMs?: number;
   /** statfs of the image filesystem (replaceable in tests). */
   statfs?: (mountpoint: string) => Promise<FsStats>;
   now?: () => number;
@@ -82,6 +91,7 @@ export class ImageGarbageCollector {
   private records: ImageRecords = new Map();
   private stateLoaded = false;
   private inUse = new Set<string>();
+  private podImagesInUse = new Set<string>();
   private warnedPinnedSandbox = false;
 
   constructor(
@@ -143,10 +153,35 @@ export class ImageGarbageCollector {
   /** Records which images exist and which are in use now. */
   async detectImages(client: CriClient): Promise<CriImage[]> {
     await this.loadState();
+    // Pods first: an image pulled for a pod listed here, whose container is
+    // created after the runtime's list, is still seen in use.
+    const podImages = await this.podImages();
     const [images, containers] = await Promise.all([client.listImages(), client.listContainers()]);
-    this.inUse = imagesInUse(containers);
+    this.podImagesInUse = podImages;
+    this.inUse = this.withPodImages(imagesInUse(containers));
     this.records = updateImageRecords(this.records, images, this.inUse, this.now());
     return images;
+  }
+
+  private withPodImages(inUse: Set<string>): Set<string> {
+    for (const ref of this.podImagesInUse) inUse.add(ref);
+    return inUse;
+  }
+
+  /** References named by pods bound to this node that are not terminated (empty if unknown). */
+  private async podImages(): Promise<Set<string>> {
+    const out = new Set<string>();
+    if (!this.opts.pods) return out;
+    try {
+      for (const ref of imagesOfRunnablePods(await this.opts.pods.nodePods())) out.add(ref);
+    } catch (err) {
+      this.metrics.errors.inc({ gc: 'image', kind: 'api' });
+      this.log.warn(
+        "cannot list this node's pods; images of pods whose containers do not exist yet are protected only by --image-minimum-gc-age this pass",
+        { error: (err as Error).message },
+      );
+    }
+    return out;
   }
 
   private sandboxImages(images: CriImage[]): Set<string> {
@@ -264,17 +299,29 @@ export class ImageGarbageCollector {
         for (const c of take) await this.remove(pass, c, 'space');
         if (take.length < plan.space.length && reported() < wanted) result.capped = true;
       } else {
-        for (const c of plan.space) {
-          if (spaceGoalReached(wanted, reported(), measured())) break;
-          if (result.removed.length >= cap) {
-            result.capped = true;
-            break;
+        let i = 0;
+        const walk = async (done: () => boolean): Promise<void> => {
+          for (; i < plan.space.length; i++) {
+            if (done()) return;
+            if (result.removed.length >= cap) {
+              result.capped = true;
+              return;
+            }
+            await this.remove(pass, plan.space[i] as Candidate, 'space');
           }
-          await this.remove(pass, c, 'space');
-        }
+        };
+        // The kubelet's stop: the runtime's sizes (or the disk) say enough.
+        await walk(() => spaceGoalReached(wanted, reported(), measured()));
+        // The sizes can say enough when the disk does not (CRI-O counts a
+        // shared layer in every image that has it): go on by the disk while
+        // eligible images remain.
+        await walk(() => measured() >= wanted);
       }
-      if (!spaceGoalReached(wanted, reported(), measured())) {
-        result.shortfallBytes = wanted - Math.max(reported(), measured());
+      // The verdict comes from the disk measured after the pass (a dry run
+      // removes nothing, so it can only go by the sizes).
+      const freed = this.opts.dryRun ? reported() : measured();
+      if (freed < wanted) {
+        result.shortfallBytes = wanted - Math.max(freed, 0);
         const note =
           `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
           `(${reported()} by the runtime's image sizes)` +
@@ -318,9 +365,9 @@ export class ImageGarbageCollector {
    * containers are listed again (at most once a second) before removals.
    */
   private async nowInUse(pass: Pass, c: Candidate): Promise<boolean> {
-    if (Date.now() - pass.inUseListedAt >= IN_USE_RECHECK_MS) {
+    if (Date.now() - pass.inUseListedAt >= (this.opts.inUseRecheckMs ?? IN_USE_RECHECK_MS)) {
       try {
-        this.inUse = imagesInUse(await pass.client.listContainers());
+        this.inUse = this.withPodImages(imagesInUse(await pass.client.listContainers()));
       } catch (err) {
         throw this.runtime.check(err);
       }

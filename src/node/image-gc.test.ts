@@ -1,0 +1,215 @@
+// One image pass over a runtime in memory whose answers have CRI-O's shapes
+// (image IDs without "sha256:", untagged repo@digest images, a pinned pause
+// image, sizes that count a shared layer in every image that has it). The
+// real-runtime proof is test/e2e/node-gc.test.ts (containerd).
+import {
+  FakeRuntime,
+  quietLog,
+  recordingEvents,
+  testMetrics,
+} from '../../test/support/fake-cri-runtime.ts';
+import { ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
+import { DEFAULT_IMAGE_GC_POLICY } from './image-gc-policy.ts';
+import type { NodePod, PodLister } from './pods.ts';
+
+const MB = 1_000_000;
+const HOUR = 3_600_000;
+const NOW = 1_800_000_000_000;
+
+// CRI-O's IDs are bare hex digests.
+const hex = (c: string): string => c.repeat(64).slice(0, 64);
+
+function collector(rt: FakeRuntime, o: Partial<ImageGcOptions> = {}) {
+  const events = recordingEvents();
+  const { metrics, registry } = testMetrics();
+  const clock = { t: NOW - HOUR };
+  const gc = new ImageGarbageCollector(
+    rt.connection(),
+    {
+      policy: { ...DEFAULT_IMAGE_GC_POLICY, highThresholdPercent: 85, lowThresholdPercent: 80 },
+      pinnedImages: [],
+      sandboxImage: 'registry.k8s.io/pause:3.10',
+      maxRemovalsPerRun: 0,
+      dryRun: false,
+      statfs: rt.statfs,
+      now: () => clock.t,
+      ...o,
+    },
+    quietLog,
+    metrics,
+    events,
+  );
+  return { gc, events, registry, clock };
+}
+
+/** Every image first detected an hour ago: the minimum age no longer protects any. */
+async function aged(c: { gc: ImageGarbageCollector; clock: { t: number } }, rt: FakeRuntime) {
+  await c.gc.detectImages(await rt.connection().get());
+  c.clock.t = NOW;
+}
+
+function podLister(pods: NodePod[]): PodLister {
+  return { nodePods: () => Promise.resolve(pods) };
+}
+
+describe('a pass on CRI-O-shaped answers', () => {
+  // 100 MB disk, 70 MB used by other things: 30 MB of images take it to 100%.
+  // Three images share one 8 MB base layer: each reports 8 + its own 1 MB.
+  const shared = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 70 * MB)
+      .addImage({
+        id: hex('a'),
+        repoTags: ['docker.io/library/app-a:1'],
+        layers: { base: 8 * MB, a: 1 * MB },
+      })
+      .addImage({
+        id: hex('b'),
+        repoTags: ['docker.io/library/app-b:1'],
+        layers: { base: 8 * MB, b: 1 * MB },
+      })
+      .addImage({
+        id: hex('c'),
+        repoDigests: ['quay.io/team/app-c@sha256:' + hex('9')],
+        layers: { base: 8 * MB, c: 1 * MB },
+      })
+      .addImage({
+        id: hex('p'),
+        repoTags: ['registry.k8s.io/pause:3.10'],
+        pinned: true,
+        layers: { pause: 1 * MB },
+      })
+      .addImage({
+        id: hex('k'),
+        repoTags: ['docker.io/library/hubkeep:1.0'],
+        layers: { keep: 2 * MB },
+      })
+      .addImage({
+        id: hex('r'),
+        repoTags: ['docker.io/library/running:1'],
+        layers: { run: 3 * MB },
+      })
+      .addContainer('ctr-run', 'docker.io/library/running:1');
+
+  test('the sizes say "enough" after one image, the disk does not: the pass goes on by the disk while eligible images remain', async () => {
+    const rt = shared();
+    // Images: 8+1+1+1+1+2+3 = 17 MB on disk; used 87% ≥ 85; low 80% wants 7 MB back.
+    expect(rt.imageDiskBytes()).toBe(17 * MB);
+    const c = collector(rt, { pinnedImages: ['hubkeep:*'] });
+    const { gc, events } = c;
+    await aged(c, rt);
+    const r = await gc.run();
+    expect(r.usagePercentBefore).toBe(87);
+    expect(r.wantedBytes).toBe(7 * MB);
+    // The first removal reports 9 MB (≥ 7 MB wanted) but frees 1 MB; all three
+    // sharers must go before the base layer does.
+    expect(new Set(rt.removed)).toEqual(new Set([hex('a'), hex('b'), hex('c')]));
+    expect(r.measuredFreedBytes).toBe(11 * MB);
+    expect(r.shortfallBytes).toBe(0);
+    expect(events.seen).toEqual([]);
+    // Kept: the pinned pause image, a running container's image, a --pinned-images short name.
+    expect([...rt.images.keys()].sort()).toEqual([hex('k'), hex('p'), hex('r')].sort());
+  });
+
+  test('nothing eligible is left and the disk is short: the shortfall and FreeDiskSpaceFailed come from the disk, not the sizes', async () => {
+    const rt = shared();
+    rt.otherUsedBytes = 76 * MB; // 93% used: low 80% wants 13 MB, the sharers hold 11 MB
+    const c = collector(rt, { pinnedImages: ['hubkeep:*'] });
+    const { gc, events, registry } = c;
+    await aged(c, rt);
+    const r = await gc.run();
+    // Reported sizes: 27 MB "freed" (≥ 13 MB wanted), disk: 11 MB.
+    expect(r.reportedFreedBytes).toBe(27 * MB);
+    expect(r.measuredFreedBytes).toBe(11 * MB);
+    expect(r.shortfallBytes).toBe(2 * MB);
+    expect(events.seen.map((e) => e.reason)).toEqual(['FreeDiskSpaceFailed']);
+    expect(events.seen[0]?.note).toContain(
+      'wanted to free 13000000 bytes, but freed 11000000 bytes',
+    );
+    expect(
+      await registry.getSingleMetricAsString('kubegc_node_image_gc_shortfall_bytes'),
+    ).toContain(`kubegc_node_image_gc_shortfall_bytes ${2 * MB}`);
+  });
+
+  test('an untagged repo@digest image and a bare-hex ID are removed by that ID', async () => {
+    const rt = new FakeRuntime(100 * MB, 85 * MB).addImage({
+      id: hex('c'),
+      repoDigests: ['quay.io/team/app-c@sha256:' + hex('9')],
+      layers: { c: 10 * MB },
+    });
+    const c = collector(rt);
+    const { gc } = c;
+    await aged(c, rt);
+    await gc.run();
+    expect(rt.removed).toEqual([hex('c')]);
+  });
+
+  test('a failed RemoveImage is counted and logged; the pass goes on with the next image', async () => {
+    const rt = shared();
+    rt.failRemoval.set(hex('a'), 'image is in use by a container');
+    const c = collector(rt, { pinnedImages: ['hubkeep:*'] });
+    const { gc, registry } = c;
+    await aged(c, rt);
+    const r = await gc.run();
+    expect(rt.removed).not.toContain(hex('a'));
+    expect(rt.removed).toEqual(expect.arrayContaining([hex('b'), hex('c')]));
+    expect(r.removed.map((x) => x.id)).not.toContain(hex('a'));
+    expect(await registry.getSingleMetricAsString('kubegc_node_gc_errors_total')).toContain(
+      'kubegc_node_gc_errors_total{gc="image",kind="remove"} 1',
+    );
+  });
+
+  test('a container started on a candidate between the listing and its removal keeps it (the re-list before each removal)', async () => {
+    const rt = new FakeRuntime(100 * MB, 80 * MB)
+      .addImage({ id: hex('a'), repoTags: ['docker.io/library/app-a:1'], layers: { a: 5 * MB } })
+      .addImage({ id: hex('b'), repoTags: ['docker.io/library/app-b:1'], layers: { b: 5 * MB } });
+    const c = collector(rt, { inUseRecheckMs: 0 });
+    await aged(c, rt);
+    // app-a is first in LRU order (same ages, listed first); a container starts on it
+    // after the pass has listed containers, before its removal.
+    const client = await rt.connection().get();
+    const listContainers = client.listContainers.bind(client);
+    let calls = 0;
+    client.listContainers = () => {
+      if (++calls === 2) rt.addContainer('late', 'docker.io/library/app-a:1');
+      return listContainers();
+    };
+    const gc = c.gc;
+    const r = await gc.run();
+    expect(rt.images.has(hex('a'))).toBe(true);
+    expect(r.removed.map((x) => x.id)).toEqual([hex('b')]);
+  });
+});
+
+describe('images of pods bound to this node', () => {
+  const rt = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 85 * MB)
+      .addImage({ id: hex('n'), repoTags: ['docker.io/library/next:2'], layers: { n: 5 * MB } })
+      .addImage({ id: hex('o'), repoTags: ['docker.io/library/old:1'], layers: { o: 5 * MB } });
+
+  test('a Pending pod whose container does not exist yet: its image (named short) is in use; a Succeeded pod protects nothing', async () => {
+    const r = rt();
+    const pods: NodePod[] = [
+      { uid: 'p1', phase: 'Pending', evicted: false, images: ['next:2'] },
+      { uid: 'p2', phase: 'Succeeded', evicted: false, images: ['old:1'] },
+    ];
+    const c = collector(r, { pods: podLister(pods) });
+    const { gc } = c;
+    await aged(c, r);
+    const res = await gc.run();
+    expect(r.images.has(hex('n'))).toBe(true);
+    expect(res.removed.map((x) => x.id)).toEqual([hex('o')]);
+  });
+
+  test('without the pod list the pass goes on, protected by the minimum age only (and says so)', async () => {
+    const r = rt();
+    const c = collector(r, {
+      pods: { nodePods: () => Promise.reject(new Error('503 Service Unavailable')) },
+    });
+    const { gc, registry } = c;
+    await aged(c, r);
+    await gc.run();
+    expect(await registry.getSingleMetricAsString('kubegc_node_gc_errors_total')).toContain(
+      'kubegc_node_gc_errors_total{gc="image",kind="api"}',
+    );
+  });
+});

@@ -1,0 +1,137 @@
+// A CRI runtime in memory for the node GC's unit tests: images made of
+// layers (a layer shared by several images takes disk space once, as on
+// CRI-O and containerd, while each image's reported size counts it again),
+// containers, sandboxes, and a file system whose available bytes follow
+// what remains. Acceptance stays with the real containerd (test/e2e/node-*).
+import { Registry } from 'prom-client';
+import { silentLogger } from '../../src/log.ts';
+import type {
+  CriContainer,
+  CriImage,
+  CriSandbox,
+  ContainerState,
+  ImageFilesystem,
+} from '../../src/node/cri/client.ts';
+import type { FsStats } from '../../src/node/image-gc-policy.ts';
+import { createNodeMetrics, type NodeMetrics } from '../../src/node/metrics.ts';
+import type { NodeEventReason, NodeEvents } from '../../src/node/node-events.ts';
+import type { RuntimeConnection } from '../../src/node/runtime.ts';
+
+export interface FakeImage {
+  id: string;
+  repoTags?: string[];
+  repoDigests?: string[];
+  pinned?: boolean;
+  /** Layer name → bytes. */
+  layers: Record<string, number>;
+}
+
+export class FakeRuntime {
+  images = new Map<string, FakeImage>();
+  containers: CriContainer[] = [];
+  sandboxes: CriSandbox[] = [];
+  removed: string[] = [];
+  /** Image IDs whose RemoveImage fails (with this message). */
+  failRemoval = new Map<string, string>();
+  /** Runs before each RemoveImage answers (to change the world meanwhile). */
+  beforeRemove?: (id: string) => void;
+  imageFs: ImageFilesystem[] = [{ mountpoint: '/var/lib/containers/storage' }];
+  containerFs: ImageFilesystem[] = [];
+
+  readonly capacityBytes: number;
+  /** Bytes used by everything but the images. */
+  otherUsedBytes: number;
+
+  constructor(capacityBytes: number, otherUsedBytes: number) {
+    this.capacityBytes = capacityBytes;
+    this.otherUsedBytes = otherUsedBytes;
+  }
+
+  addImage(i: FakeImage): this {
+    this.images.set(i.id, i);
+    return this;
+  }
+
+  addContainer(id: string, image: string, state: ContainerState = 'running'): this {
+    this.containers.push({
+      id,
+      sandboxId: `sb-${id}`,
+      name: id,
+      attempt: 0,
+      image,
+      imageRef: image,
+      imageId: '',
+      state,
+      createdAtNs: 0n,
+      labels: {},
+    });
+    return this;
+  }
+
+  /** Disk bytes the images take: each distinct layer once. */
+  imageDiskBytes(): number {
+    const layers = new Map<string, number>();
+    for (const i of this.images.values())
+      for (const [l, b] of Object.entries(i.layers)) layers.set(l, b);
+    return [...layers.values()].reduce((a, b) => a + b, 0);
+  }
+
+  statfs = (_mountpoint: string): Promise<FsStats> =>
+    Promise.resolve({
+      capacityBytes: this.capacityBytes,
+      availableBytes: this.capacityBytes - this.otherUsedBytes - this.imageDiskBytes(),
+    });
+
+  private readonly client = {
+    listImages: (): Promise<CriImage[]> =>
+      Promise.resolve(
+        [...this.images.values()].map((i) => ({
+          id: i.id,
+          repoTags: i.repoTags ?? [],
+          repoDigests: i.repoDigests ?? [],
+          // The runtime's size: every layer of the image, shared or not.
+          sizeBytes: Object.values(i.layers).reduce((a, b) => a + b, 0),
+          pinned: i.pinned ?? false,
+        })),
+      ),
+    listContainers: (): Promise<CriContainer[]> => Promise.resolve([...this.containers]),
+    listSandboxes: (): Promise<CriSandbox[]> => Promise.resolve([...this.sandboxes]),
+    imageFilesystems: (): Promise<ImageFilesystem[]> => Promise.resolve(this.imageFs),
+    filesystems: () => Promise.resolve({ image: this.imageFs, container: this.containerFs }),
+    removeImage: (id: string): Promise<void> => {
+      this.beforeRemove?.(id);
+      const fail = this.failRemoval.get(id);
+      if (fail) return Promise.reject(new Error(fail));
+      this.images.delete(id);
+      this.removed.push(id);
+      return Promise.resolve();
+    },
+  };
+
+  /** What ImageGarbageCollector and ContainerGarbageCollector use of a RuntimeConnection. */
+  connection(info: { sandboxImage?: string } = {}): RuntimeConnection {
+    const client = this.client;
+    return {
+      endpoint: 'unix:///fake.sock',
+      info: { runtimeName: 'cri-o', runtimeVersion: '1.36.3', runtimeApiVersion: 'v1', ...info },
+      up: true,
+      get: () => Promise.resolve(client),
+      check: (err: unknown) => err,
+      close: () => undefined,
+    } as unknown as RuntimeConnection;
+  }
+}
+
+export function recordingEvents(): NodeEvents & {
+  seen: { reason: NodeEventReason; note: string }[];
+} {
+  const seen: { reason: NodeEventReason; note: string }[] = [];
+  return { seen, warning: (reason, note) => void seen.push({ reason, note }) };
+}
+
+export function testMetrics(): { metrics: NodeMetrics; registry: Registry } {
+  const registry = new Registry();
+  return { metrics: createNodeMetrics(registry), registry };
+}
+
+export const quietLog = silentLogger;

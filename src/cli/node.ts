@@ -17,6 +17,13 @@ import { createNodeMetrics } from '../node/metrics.ts';
 import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
 import { apiPodLister } from '../node/pods.ts';
+import { PressureMonitor } from '../node/pressure.ts';
+import {
+  DEFAULT_EVICTION_HARD,
+  parseEvictionHard,
+  parseThresholdValue,
+  type ThresholdValue,
+} from '../node/pressure-policy.ts';
 import { RuntimeConnection } from '../node/runtime.ts';
 import { secureServing } from '../observability/secure-serving.ts';
 import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
@@ -74,6 +81,28 @@ export const NODE_FLAGS: FlagSpecs = {
     kind: 'duration',
     help: 'unused images older than this are removed whatever the usage (0: off)',
     default: '0',
+  },
+  'eviction-hard': {
+    kind: 'string',
+    help: "the kubelet's hard eviction thresholds, in its syntax (signal<value, comma-separated; given, it replaces the defaults, as on the kubelet); kubegc reclaims disk before a nodefs, imagefs or containerfs signal gets there (memory and pid signals are accepted and ignored); '' turns pressure reclaim off",
+    default: DEFAULT_EVICTION_HARD,
+  },
+  'eviction-reclaim-margin': {
+    kind: 'string',
+    help: 'reclaim starts when a disk signal is within this of its --eviction-hard threshold and frees until it is twice this above (a percentage of the filesystem, or a quantity such as 2Gi)',
+    default: '5%',
+  },
+  'root-dir': {
+    kind: 'string',
+    help: "a path on the kubelet's root filesystem (the kubelet's --root-dir, or a directory below it): nodefs for the eviction signals",
+    default: '/var/lib/kubelet',
+  },
+  'pressure-check-period': {
+    kind: 'duration',
+    help: "time between disk pressure checks (statfs only, unless a reclaim is due; the kubelet's eviction manager checks every 10s); 0: pressure reclaim off",
+    default: '10s',
+    validate: (v) =>
+      (v as number) === 0 || (v as number) >= 100 ? undefined : 'must be 0 or at least 100ms',
   },
   'pinned-images': {
     kind: 'list',
@@ -134,7 +163,7 @@ export const NODE_FLAGS: FlagSpecs = {
   },
   once: {
     kind: 'bool',
-    help: `one container pass and one image pass, then exit: 0 done, 1 a pass failed, 3 the low threshold was not reached`,
+    help: `one container pass, one image pass and one pressure check, then exit: 0 done, 1 a pass failed, 3 the low threshold was not reached or a pressure reclaim fell short`,
     default: 'false',
   },
   'dry-run': {
@@ -201,6 +230,18 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   };
   const problems = validateImageGcPolicy(imagePolicy);
   if (problems.length > 0) throw new UsageError(problems.join('; '));
+  let eviction: ReturnType<typeof parseEvictionHard>;
+  let margin: ThresholdValue;
+  try {
+    eviction = parseEvictionHard(flags['eviction-hard'] as string);
+    margin = parseThresholdValue(
+      '--eviction-reclaim-margin',
+      'margin',
+      flags['eviction-reclaim-margin'] as string,
+    );
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   const nodeName = (
     (flags['node-name'] as string | undefined) ||
     process.env.NODE_NAME ||
@@ -227,6 +268,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     log,
     (up) => metrics.runtimeUp.set(up ? 1 : 0),
   );
+  const pods = client ? apiPodLister(client, nodeName) : undefined;
   const images = new ImageGarbageCollector(
     runtime,
     {
@@ -236,6 +278,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       maxRemovalsPerRun: flags['max-removals-per-run'] as number,
       stateFile: flags['state-file'] as string,
       dryRun,
+      ...(pods ? { pods } : {}),
     },
     log,
     metrics,
@@ -252,11 +295,34 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       podLogsDir: flags['pod-logs-dir'] as string,
       containerLogsDir: flags['container-logs-dir'] as string,
       dryRun,
-      ...(client ? { pods: apiPodLister(client, nodeName) } : {}),
+      ...(pods ? { pods } : {}),
     },
     log,
     metrics,
   );
+  const pressurePeriodMs = flags['pressure-check-period'] as number;
+  const pressure =
+    eviction.thresholds.length > 0 && pressurePeriodMs > 0
+      ? new PressureMonitor(
+          runtime,
+          {
+            thresholds: eviction.thresholds,
+            margin,
+            rootDir: flags['root-dir'] as string,
+            dryRun,
+          },
+          log,
+          metrics,
+          events,
+        )
+      : undefined;
+  if (eviction.ignored.length)
+    log.info(
+      'eviction signals kubegc does not act on (it reclaims disk; containerfs is derived from nodefs or imagefs, as on the kubelet)',
+      {
+        signals: eviction.ignored,
+      },
+    );
   const gc = new NodeGc({
     runtime,
     images,
@@ -268,7 +334,9 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       imagePeriodMs: flags['image-gc-period'] as number,
       containerPeriodMs: flags['container-gc-period'] as number,
       imageGc: !imageGcDisabled(imagePolicy),
+      pressurePeriodMs,
     },
+    ...(pressure ? { pressure } : {}),
   });
   const startFields = {
     version: VERSION,
@@ -278,6 +346,11 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     dryRun,
     once,
     imagePolicy,
+    evictionHard: eviction.thresholds.map(
+      (t) => `${t.signal}<${'percent' in t.value ? `${t.value.percent}%` : t.value.quantity}`,
+    ),
+    evictionReclaimMargin: flags['eviction-reclaim-margin'],
+    pressureCheck: pressure ? `every ${pressurePeriodMs} ms` : 'off',
   };
   if (!client)
     log.info(

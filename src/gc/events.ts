@@ -16,6 +16,8 @@ export interface Regarding {
 
 export interface EventRecorder {
   warning(regarding: Regarding, reason: string, action: string, note: string): void;
+  /** A Normal event (the node GC's pressure reclaims that worked). */
+  normal?(regarding: Regarding, reason: string, action: string, note: string): void;
   /** Resolves when every event POST started so far has finished (or failed). */
   drain?(): Promise<void>;
 }
@@ -49,54 +51,67 @@ export function apiEventRecorder(
       while (pending.size > 0) await Promise.all(pending);
     },
     warning(regarding, reason, action, note) {
-      // Events of cluster-scoped objects live in the default namespace, as kubectl shows them.
-      const namespace = regarding.namespace || 'default';
-      const now = new Date().toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
-      const body = {
-        apiVersion: 'events.k8s.io/v1',
-        kind: 'Event',
-        // client-go's naming: <object>.<unique hex suffix> (a generateName ending in '.' is invalid).
-        metadata: {
-          name: `${regarding.name}.${Date.now().toString(16)}${Math.floor(Math.random() * 0xfff).toString(16)}`,
-          namespace,
-        },
-        eventTime: now,
-        reportingController: REPORTING_CONTROLLER,
-        reportingInstance: `${REPORTING_CONTROLLER}-${instance}`.slice(0, 128),
-        action,
-        reason,
-        type: 'Warning',
-        note: note.slice(0, 1024),
-        regarding: {
-          apiVersion: regarding.apiVersion,
-          kind: regarding.kind,
-          namespace: regarding.namespace,
-          name: regarding.name,
-          uid: regarding.uid,
-        },
-      };
-      const post: Promise<void> = client
-        .request<unknown>(
-          'POST',
-          `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-          {
-            body,
-            verb: 'CREATE',
-            beforeSend: opts.beforeSend,
-            ...tenureRequestOptions(opts.tenure),
-          },
-        )
-        .then(
-          () => undefined,
-          (err: unknown) => {
-            const fields = { reason, name: regarding.name, error: (err as Error).message };
-            // Not leading (any more): expected, and said once by the elector.
-            if (err instanceof NotLeaderError) log.debug('event not recorded', fields);
-            else log.warn('could not record event', fields);
-          },
-        )
-        .finally(() => pending.delete(post));
-      pending.add(post);
+      record(regarding, reason, action, note, 'Warning');
+    },
+    normal(regarding, reason, action, note) {
+      record(regarding, reason, action, note, 'Normal');
     },
   };
+
+  function record(
+    regarding: Regarding,
+    reason: string,
+    action: string,
+    note: string,
+    type: 'Warning' | 'Normal',
+  ): void {
+    // Events of cluster-scoped objects live in the default namespace, as kubectl shows them.
+    const namespace = regarding.namespace || 'default';
+    const now = new Date().toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
+    const body = {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      // client-go's naming: <object>.<unique hex suffix> (a generateName ending in '.' is invalid).
+      metadata: {
+        name: `${regarding.name}.${Date.now().toString(16)}${Math.floor(Math.random() * 0xfff).toString(16)}`,
+        namespace,
+      },
+      eventTime: now,
+      reportingController: REPORTING_CONTROLLER,
+      reportingInstance: `${REPORTING_CONTROLLER}-${instance}`.slice(0, 128),
+      action,
+      reason,
+      type,
+      note: note.slice(0, 1024),
+      regarding: {
+        apiVersion: regarding.apiVersion,
+        kind: regarding.kind,
+        namespace: regarding.namespace,
+        name: regarding.name,
+        uid: regarding.uid,
+      },
+    };
+    const post: Promise<void> = client
+      .request<unknown>(
+        'POST',
+        `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+        {
+          body,
+          verb: 'CREATE',
+          beforeSend: opts.beforeSend,
+          ...tenureRequestOptions(opts.tenure),
+        },
+      )
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          const fields = { reason, name: regarding.name, error: (err as Error).message };
+          // Not leading (any more): expected, and said once by the elector.
+          if (err instanceof NotLeaderError) log.debug('event not recorded', fields);
+          else log.warn('could not record event', fields);
+        },
+      )
+      .finally(() => pending.delete(post));
+    pending.add(post);
+  }
 }

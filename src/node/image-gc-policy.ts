@@ -58,6 +58,9 @@ export function imageGcDisabled(p: ImageGcPolicy): boolean {
 export interface FsStats {
   capacityBytes: number;
   availableBytes: number;
+  /** Inodes in all and free, where statfs reports them (pressure signals on inodes). */
+  inodes?: number;
+  inodesFree?: number;
 }
 
 export class InvalidDiskCapacityError extends Error {}

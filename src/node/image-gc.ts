@@ -54,10 +54,18 @@ export interface ImageGcOptions {
   now?: () => number;
 }
 
+/** A pressure reclaim's goal on the image filesystem. */
+export interface ImageReclaim {
+  /** Bytes it would take (for the logs and the shortfall). */
+  wantedBytes: number;
+  /** Whether the image filesystem, as just measured, is enough. */
+  done: (fs: FsStats) => boolean;
+}
+
 export interface RemovedImage {
   id: string;
   tags: string[];
-  reason: 'age' | 'space';
+  reason: 'age' | 'space' | 'pressure';
   sizeBytes: number;
 }
 
@@ -218,7 +226,15 @@ export class ImageGarbageCollector {
     }
   }
 
-  async run(): Promise<ImagePassResult> {
+  /**
+   * One pass. With `reclaim` (disk pressure, pressure.ts) the age pass is
+   * skipped and the space pass frees, least recently used first, until
+   * `reclaim.done` says the measured image filesystem is enough, whatever the
+   * thresholds say (the kubelet's DeleteUnusedImages, which frees every
+   * unused image, done gentler); the minimum age and every protection hold.
+   */
+  async run(opts: { reclaim?: ImageReclaim } = {}): Promise<ImagePassResult> {
+    const reclaim = opts.reclaim;
     const client = await this.runtime.get();
     let images: CriImage[];
     let mountpoint: string;
@@ -278,7 +294,7 @@ export class ImageGarbageCollector {
     });
 
     // Age pass: unused longer than --image-maximum-gc-age, whatever the usage.
-    for (const c of plan.age) {
+    for (const c of reclaim ? [] : plan.age) {
       if (result.removed.length >= cap) {
         result.capped = true;
         break;
@@ -288,30 +304,35 @@ export class ImageGarbageCollector {
 
     // Space pass, on the usage after the age pass (the kubelet's order).
     const spaceStart = pass.lastFs;
-    const wanted = bytesToFree(spaceStart, this.opts.policy);
+    const wanted = reclaim ? reclaim.wantedBytes : bytesToFree(spaceStart, this.opts.policy);
+    const reason: RemovedImage['reason'] = reclaim ? 'pressure' : 'space';
+    // Under pressure, images past the maximum age are as good to remove as any, oldest first.
+    const space = reclaim ? [...plan.age, ...plan.space] : plan.space;
     result.wantedBytes = wanted;
     if (wanted > 0) {
       const reportedBefore = result.reportedFreedBytes;
       const reported = (): number => result.reportedFreedBytes - reportedBefore;
       const measured = (): number => pass.lastFs.availableBytes - spaceStart.availableBytes;
       if (this.opts.dryRun) {
-        const { take } = takeUntilFreed(plan.space, wanted, cap - result.removed.length);
-        for (const c of take) await this.remove(pass, c, 'space');
-        if (take.length < plan.space.length && reported() < wanted) result.capped = true;
+        const { take } = takeUntilFreed(space, wanted, cap - result.removed.length);
+        for (const c of take) await this.remove(pass, c, reason);
+        if (take.length < space.length && reported() < wanted) result.capped = true;
       } else {
         let i = 0;
         const walk = async (done: () => boolean): Promise<void> => {
-          for (; i < plan.space.length; i++) {
+          for (; i < space.length; i++) {
             if (done()) return;
             if (result.removed.length >= cap) {
               result.capped = true;
               return;
             }
-            await this.remove(pass, plan.space[i] as Candidate, 'space');
+            await this.remove(pass, space[i] as Candidate, reason);
           }
         };
         // The kubelet's stop: the runtime's sizes (or the disk) say enough.
-        await walk(() => spaceGoalReached(wanted, reported(), measured()));
+        // Under pressure only the disk counts.
+        if (reclaim) await walk(() => reclaim.done(pass.lastFs));
+        else await walk(() => spaceGoalReached(wanted, reported(), measured()));
         // The sizes can say enough when the disk does not (CRI-O counts a
         // shared layer in every image that has it): go on by the disk while
         // eligible images remain.
@@ -320,7 +341,11 @@ export class ImageGarbageCollector {
       // The verdict comes from the disk measured after the pass (a dry run
       // removes nothing, so it can only go by the sizes).
       const freed = this.opts.dryRun ? reported() : measured();
-      if (freed < wanted) {
+      if (reclaim) {
+        // pressure.ts reports the outcome on the signal it reclaims for.
+        if (!this.opts.dryRun && !reclaim.done(pass.lastFs))
+          result.shortfallBytes = Math.max(0, wanted - Math.max(freed, 0));
+      } else if (freed < wanted) {
         result.shortfallBytes = wanted - Math.max(freed, 0);
         const note =
           `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
@@ -351,7 +376,7 @@ export class ImageGarbageCollector {
       (after.capacityBytes - Math.min(after.availableBytes, after.capacityBytes)) /
         after.capacityBytes,
     );
-    this.metrics.imageGcShortfallBytes.set(result.shortfallBytes);
+    if (!reclaim) this.metrics.imageGcShortfallBytes.set(result.shortfallBytes);
     if (!this.opts.dryRun) {
       this.metrics.imageBytesFreed.inc(Math.max(0, result.measuredFreedBytes));
       for (const r of result.removed) this.records.delete(r.id);
@@ -380,7 +405,7 @@ export class ImageGarbageCollector {
    * Removes one image (or says it would), then measures the file system to
    * log the bytes that removal actually freed. Skips images whose removal failed.
    */
-  private async remove(pass: Pass, c: Candidate, reason: 'age' | 'space'): Promise<void> {
+  private async remove(pass: Pass, c: Candidate, reason: RemovedImage['reason']): Promise<void> {
     const fields = {
       id: c.image.id,
       tags: c.image.repoTags,

@@ -3,7 +3,7 @@
 // dry_run="true" for what --dry-run would have removed, as the controller's do.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
-export type GcKind = 'image' | 'container';
+export type GcKind = 'image' | 'container' | 'pressure';
 
 export type ErrorKind =
   /** The CRI runtime could not be reached or answered an unsupported API. */
@@ -31,6 +31,11 @@ export interface NodeMetrics {
   runDuration: Histogram<'gc'>;
   errors: Counter<'gc' | 'kind'>;
   runtimeUp: Gauge;
+  evictionSignalAvailable: Gauge<'signal'>;
+  evictionSignalThreshold: Gauge<'signal'>;
+  evictionSignalReclaimStart: Gauge<'signal'>;
+  pressureReclaims: Counter<'signal' | 'result'>;
+  pressureReclaimed: Counter<'signal'>;
 }
 
 export function createNodeMetrics(registry: Registry): NodeMetrics {
@@ -38,7 +43,7 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
   return {
     imagesRemoved: new Counter({
       name: 'kubegc_node_images_removed_total',
-      help: 'Images removed, by reason: age (unused longer than --image-maximum-gc-age) or space (usage above --image-gc-high-threshold)',
+      help: 'Images removed, by reason: age (unused longer than --image-maximum-gc-age), space (usage above --image-gc-high-threshold) or pressure (an eviction signal within --eviction-reclaim-margin of --eviction-hard)',
       labelNames: ['reason', 'dry_run'],
       registers,
     }),
@@ -64,13 +69,13 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
     }),
     containersRemoved: new Counter({
       name: 'kubegc_node_containers_removed_total',
-      help: 'Dead containers removed, by reason: unidentified, pod-deleted, max-per-pod-container, max-containers',
+      help: 'Dead containers removed, by reason: unidentified, pod-deleted, pod-evicted, pod-terminated (under disk pressure), max-per-pod-container, max-containers',
       labelNames: ['reason', 'dry_run'],
       registers,
     }),
     sandboxesRemoved: new Counter({
       name: 'kubegc_node_sandboxes_removed_total',
-      help: 'Inactive pod sandboxes removed, by reason: pod-deleted, superseded',
+      help: 'Inactive pod sandboxes removed, by reason: pod-deleted, pod-evicted, pod-terminated (under disk pressure), superseded',
       labelNames: ['reason', 'dry_run'],
       registers,
     }),
@@ -102,6 +107,36 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
     runtimeUp: new Gauge({
       name: 'kubegc_node_runtime_up',
       help: '1 if the last CRI call reached the runtime, else 0',
+      registers,
+    }),
+    evictionSignalAvailable: new Gauge({
+      name: 'kubegc_node_eviction_signal_available',
+      help: 'An eviction signal as the kubelet computes it (bytes, or inodes for *.inodesFree), at the last pressure check',
+      labelNames: ['signal'],
+      registers,
+    }),
+    evictionSignalThreshold: new Gauge({
+      name: 'kubegc_node_eviction_signal_threshold',
+      help: "The kubelet's hard eviction threshold for the signal (--eviction-hard): below it the kubelet evicts pods",
+      labelNames: ['signal'],
+      registers,
+    }),
+    evictionSignalReclaimStart: new Gauge({
+      name: 'kubegc_node_eviction_signal_reclaim_start',
+      help: 'Below this (threshold + --eviction-reclaim-margin) kubegc reclaims for the signal',
+      labelNames: ['signal'],
+      registers,
+    }),
+    pressureReclaims: new Counter({
+      name: 'kubegc_node_pressure_reclaims_total',
+      help: 'Pressure reclaims, by signal and result: recovered (back above the reclaim start), short (not), nothing-to-reclaim (no step frees this signal on this layout)',
+      labelNames: ['signal', 'result'],
+      registers,
+    }),
+    pressureReclaimed: new Counter({
+      name: 'kubegc_node_pressure_reclaimed_total',
+      help: 'What pressure reclaims freed on the signal, measured before and after (bytes, or inodes for *.inodesFree)',
+      labelNames: ['signal'],
       registers,
     }),
   };

@@ -6,13 +6,21 @@ import { apiEventRecorder, type EventRecorder } from '../gc/events.ts';
 import type { Logger } from '../log.ts';
 
 export type NodeEventReason =
-  'FreeDiskSpaceFailed' | 'ImageGCFailed' | 'ContainerGCFailed' | 'InvalidDiskCapacity';
+  | 'FreeDiskSpaceFailed'
+  | 'ImageGCFailed'
+  | 'ContainerGCFailed'
+  | 'InvalidDiskCapacity'
+  /** Normal: a pressure reclaim brought the signal back above threshold + margin. */
+  | 'DiskPressureReclaimed'
+  /** Warning: it did not; the kubelet may evict pods when the threshold is crossed. */
+  | 'DiskPressureReclaimFailed';
 
 export interface NodeEvents {
   warning(reason: NodeEventReason, note: string): void;
+  normal?(reason: NodeEventReason, note: string): void;
 }
 
-export const noNodeEvents: NodeEvents = { warning: () => undefined };
+export const noNodeEvents: NodeEvents = { warning: () => undefined, normal: () => undefined };
 
 /** The action field of events.k8s.io/v1 events, per reason. */
 const ACTION: Record<NodeEventReason, string> = {
@@ -20,6 +28,8 @@ const ACTION: Record<NodeEventReason, string> = {
   ImageGCFailed: 'ImageGarbageCollect',
   InvalidDiskCapacity: 'ImageGarbageCollect',
   ContainerGCFailed: 'ContainerGarbageCollect',
+  DiskPressureReclaimed: 'ReclaimDiskPressure',
+  DiskPressureReclaimFailed: 'ReclaimDiskPressure',
 };
 
 export function apiNodeEvents(client: KubeClient, nodeName: string, log: Logger): NodeEvents {
@@ -48,6 +58,16 @@ export function apiNodeEvents(client: KubeClient, nodeName: string, log: Logger)
     warning(reason, note) {
       void nodeUid().then((u) =>
         recorder.warning(
+          { apiVersion: 'v1', kind: 'Node', name: nodeName, uid: u },
+          reason,
+          ACTION[reason],
+          note,
+        ),
+      );
+    },
+    normal(reason, note) {
+      void nodeUid().then((u) =>
+        recorder.normal?.(
           { apiVersion: 'v1', kind: 'Node', name: nodeName, uid: u },
           reason,
           ACTION[reason],

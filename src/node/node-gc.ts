@@ -7,11 +7,14 @@ import type { ContainerGarbageCollector, ContainerPassResult } from './container
 import { FilesystemError, type ImageGarbageCollector, type ImagePassResult } from './image-gc.ts';
 import type { ErrorKind, GcKind, NodeMetrics } from './metrics.ts';
 import type { NodeEvents } from './node-events.ts';
+import type { PressureCheck, PressureMonitor } from './pressure.ts';
 import { RuntimeUnavailableError, type RuntimeConnection } from './runtime.ts';
 
 export interface NodeGcOptions {
   imagePeriodMs: number;
   containerPeriodMs: number;
+  /** How often disk pressure is checked (0: pressure reclaim off). */
+  pressurePeriodMs?: number;
   /** false: no periodic image pass (high threshold 100, no maximum age: the kubelet's "off"). */
   imageGc?: boolean;
 }
@@ -32,6 +35,12 @@ export class NodeGc {
   private readonly metrics: NodeMetrics;
   private readonly events: NodeEvents;
   private readonly opts: NodeGcOptions;
+  private readonly pressure: PressureMonitor | undefined;
+  /** One pass of each kind at a time: periodic passes and pressure reclaims queue here. */
+  private readonly queues: Record<'image' | 'container', Promise<unknown>> = {
+    image: Promise.resolve(),
+    container: Promise.resolve(),
+  };
   private timers = new Set<NodeJS.Timeout>();
   private running = new Set<Promise<unknown>>();
   private stopped = false;
@@ -44,6 +53,7 @@ export class NodeGc {
     metrics: NodeMetrics;
     events: NodeEvents;
     options: NodeGcOptions;
+    pressure?: PressureMonitor;
   }) {
     this.runtime = deps.runtime;
     this.images = deps.images;
@@ -52,6 +62,13 @@ export class NodeGc {
     this.metrics = deps.metrics;
     this.events = deps.events;
     this.opts = deps.options;
+    this.pressure = deps.pressure;
+  }
+
+  private exclusive<T>(kind: 'image' | 'container', run: () => Promise<T>): Promise<T> {
+    const next = this.queues[kind].then(run, run);
+    this.queues[kind] = next.catch(() => undefined);
+    return next;
   }
 
   private async timed<T>(gc: GcKind, pass: () => Promise<T>): Promise<PassOutcome<T>> {
@@ -89,7 +106,9 @@ export class NodeGc {
 
   async imagePass(): Promise<PassOutcome<ImagePassResult>> {
     const started = Date.now();
-    const outcome = await this.timed('image', () => this.images.run());
+    const outcome = await this.timed('image', () =>
+      this.exclusive('image', () => this.images.run()),
+    );
     if (outcome.ok) {
       const r = outcome.result;
       this.log.info('image GC pass done', {
@@ -114,7 +133,9 @@ export class NodeGc {
 
   async containerPass(): Promise<PassOutcome<ContainerPassResult>> {
     const started = Date.now();
-    const outcome = await this.timed('container', () => this.containers.run());
+    const outcome = await this.timed('container', () =>
+      this.exclusive('container', () => this.containers.run()),
+    );
     if (outcome.ok) {
       const r = outcome.result;
       this.log.info('container GC pass done', {
@@ -132,15 +153,58 @@ export class NodeGc {
   }
 
   /**
+   * One pressure check, and the reclaims it calls for. A failure is one error
+   * line and a metric (no event: it runs every few seconds).
+   */
+  async pressurePass(): Promise<PassOutcome<PressureCheck> | undefined> {
+    const monitor = this.pressure;
+    if (!monitor) return undefined;
+    const end = this.metrics.runDuration.startTimer({ gc: 'pressure' });
+    try {
+      const result = await monitor.check({
+        containers: () =>
+          this.exclusive('container', () => this.containers.run({ pressure: true })),
+        images: (reclaim) => this.exclusive('image', () => this.images.run({ reclaim })),
+      });
+      this.metrics.lastSuccessTimestamp.set({ gc: 'pressure' }, Date.now() / 1000);
+      return { ok: true, result };
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      const kind: ErrorKind =
+        error instanceof RuntimeUnavailableError
+          ? 'runtime'
+          : error instanceof FilesystemError
+            ? 'filesystem'
+            : 'other';
+      this.metrics.errors.inc({ gc: 'pressure', kind });
+      this.log.error(
+        kind === 'runtime' ? 'container runtime unavailable' : 'disk pressure check failed',
+        {
+          gc: 'pressure',
+          endpoint: this.runtime.endpoint,
+          error: error.message,
+        },
+      );
+      return { ok: false, error };
+    } finally {
+      end();
+      this.metrics.lastRunTimestamp.set({ gc: 'pressure' }, Date.now() / 1000);
+    }
+  }
+
+  /**
    * One container pass (dead containers release their images) then one image
    * pass; the exit code says whether both worked and the low threshold was reached.
    */
   async once(): Promise<number> {
     const containers = await this.containerPass();
     const images = this.opts.imageGc === false ? undefined : await this.imagePass();
-    if (!containers.ok || (images && !images.ok)) return EXIT_PASS_FAILED;
+    const pressure = await this.pressurePass();
+    if (!containers.ok || (images && !images.ok) || pressure?.ok === false) return EXIT_PASS_FAILED;
     if (containers.result.failures > 0) return EXIT_PASS_FAILED;
     if (images?.ok && images.result.shortfallBytes > 0) return EXIT_SHORTFALL;
+    if (pressure?.ok && pressure.result.reclaims.some((r) => r.result !== 'recovered'))
+      return EXIT_SHORTFALL;
     return EXIT_OK;
   }
 
@@ -170,6 +234,8 @@ export class NodeGc {
         'periodic image GC off (--image-gc-high-threshold=100 and no --image-maximum-gc-age, as on the kubelet)',
       );
     else loop('image', this.opts.imagePeriodMs, () => this.imagePass());
+    if (this.pressure && (this.opts.pressurePeriodMs ?? 0) > 0)
+      loop('pressure', this.opts.pressurePeriodMs as number, () => this.pressurePass());
   }
 
   /** Stops scheduling and waits for passes in flight. */

@@ -9,5 +9,12 @@ export async function statFilesystem(mountpoint: string): Promise<FsStats> {
   return {
     capacityBytes: Number(s.blocks * s.bsize),
     availableBytes: Number(s.bavail * s.bsize),
+    inodes: Number(s.files),
+    inodesFree: Number(s.ffree),
   };
+}
+
+/** The device a path is on (as the kubelet compares devices to tell the filesystem layout). */
+export async function deviceOf(path: string): Promise<bigint> {
+  return (await fs.stat(path, { bigint: true })).dev;
 }

@@ -122,11 +122,19 @@ export class FakeRuntime {
   }
 }
 
+/** Records the Node events: `seen` the warnings, `normal` the Normal ones. */
 export function recordingEvents(): NodeEvents & {
   seen: { reason: NodeEventReason; note: string }[];
+  normals: { reason: NodeEventReason; note: string }[];
 } {
   const seen: { reason: NodeEventReason; note: string }[] = [];
-  return { seen, warning: (reason, note) => void seen.push({ reason, note }) };
+  const normals: { reason: NodeEventReason; note: string }[] = [];
+  return {
+    seen,
+    normals,
+    warning: (reason, note) => void seen.push({ reason, note }),
+    normal: (reason, note) => void normals.push({ reason, note }),
+  };
 }
 
 export function testMetrics(): { metrics: NodeMetrics; registry: Registry } {

@@ -32,6 +32,10 @@ test('node --help lists the kubelet-style flags', () => {
     '--maximum-dead-containers',
     '--pod-logs-dir',
     '--container-logs-dir',
+    '--eviction-hard',
+    '--eviction-reclaim-margin',
+    '--root-dir',
+    '--pressure-check-period',
     '--node-name',
     '--once',
     '--dry-run',
@@ -54,6 +58,20 @@ test.each([
     /--image-gc-low-threshold 80 must be less than --image-gc-high-threshold 80/,
   ],
   [['--image-maximum-gc-age', '-1m'], /invalid duration "-1m"/],
+  [
+    ['--eviction-hard', 'imagefs.available>15%'],
+    /--eviction-hard: "imagefs.available>15%" is not of the form signal<value/,
+  ],
+  [
+    ['--eviction-hard', 'disk.available<10%'],
+    /--eviction-hard: unsupported eviction signal disk.available/,
+  ],
+  [['--eviction-hard', 'nodefs.available<200%'], /must be <= 100%/],
+  [
+    ['--eviction-reclaim-margin', 'lots'],
+    /--eviction-reclaim-margin: margin: "lots" is not a quantity/,
+  ],
+  [['--pressure-check-period', '10ms'], /--pressure-check-period: must be 0 or at least 100ms/],
   [['--minimum-container-ttl-duration', '-5s'], /invalid duration "-5s"/],
   [
     ['--image-maximum-gc-age', '1m'],
@@ -101,7 +119,7 @@ test('--once against a missing socket: one clear error line per pass, exit code 
     .split('\n')
     .map((l) => JSON.parse(l) as { level: string; msg: string; error?: string })
     .filter((l) => l.level === 'error');
-  expect(errors).toHaveLength(2); // the container pass and the image pass
+  expect(errors).toHaveLength(3); // the container pass, the image pass and the pressure check
   for (const e of errors) {
     expect(e.msg).toBe('container runtime unavailable');
     expect(e.error).toMatch(

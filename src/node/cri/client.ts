@@ -270,13 +270,26 @@ export class CriClient {
   }
 
   async imageFilesystems(): Promise<ImageFilesystem[]> {
-    const r = await this.call<{
-      image_filesystems?: { fs_id?: { mountpoint?: string }; used_bytes?: { value?: string } }[];
-    }>(this.images, 'ImageFsInfo', {});
-    return (r.image_filesystems ?? []).map((f) => ({
-      mountpoint: str(f.fs_id?.mountpoint),
-      ...(f.used_bytes ? { usedBytes: Number(f.used_bytes.value ?? 0) } : {}),
-    }));
+    return (await this.filesystems()).image;
+  }
+
+  /**
+   * ImageFsInfo: the image filesystems and, from runtimes that keep writable
+   * layers elsewhere (KEP-4191), the container filesystems.
+   */
+  async filesystems(): Promise<{ image: ImageFilesystem[]; container: ImageFilesystem[] }> {
+    type Usage = { fs_id?: { mountpoint?: string }; used_bytes?: { value?: string } };
+    const r = await this.call<{ image_filesystems?: Usage[]; container_filesystems?: Usage[] }>(
+      this.images,
+      'ImageFsInfo',
+      {},
+    );
+    const map = (list: Usage[] | undefined): ImageFilesystem[] =>
+      (list ?? []).map((f) => ({
+        mountpoint: str(f.fs_id?.mountpoint),
+        ...(f.used_bytes ? { usedBytes: Number(f.used_bytes.value ?? 0) } : {}),
+      }));
+    return { image: map(r.image_filesystems), container: map(r.container_filesystems) };
   }
 
   async listContainers(): Promise<CriContainer[]> {

@@ -1,0 +1,215 @@
+// The pressure monitor over a runtime in memory: when it reclaims, which
+// passes it runs for each layout, and what it reports. The real-node proof
+// (a size-limited imagefs beside a real kubelet) is in test/e2e.
+import {
+  FakeRuntime,
+  quietLog,
+  recordingEvents,
+  testMetrics,
+} from '../../test/support/fake-cri-runtime.ts';
+import type { ContainerPassResult } from './container-gc.ts';
+import { ImageGarbageCollector } from './image-gc.ts';
+import { DEFAULT_IMAGE_GC_POLICY, type FsStats } from './image-gc-policy.ts';
+import { PressureMonitor, type ReclaimPasses } from './pressure.ts';
+import { DEFAULT_EVICTION_HARD, parseEvictionHard } from './pressure-policy.ts';
+
+const MB = 1_000_000;
+const NOW = 1_800_000_000_000;
+const hex = (c: string): string => c.repeat(64).slice(0, 64);
+const THRESHOLDS = parseEvictionHard(DEFAULT_EVICTION_HARD).thresholds;
+const IMAGEFS = '/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs';
+
+const containerResult = (n: number): ContainerPassResult => ({
+  containers: Array.from({ length: n }, (_, i) => ({ id: `c${i}`, reason: 'pod-terminated' })),
+  sandboxes: [],
+  podLogDirectories: [],
+  logSymlinks: [],
+  podsKnown: true,
+  failures: 0,
+  dryRun: false,
+});
+
+/**
+ * A 100 MB disk (imagefs) whose "other" usage the container pass reduces by
+ * `containerFrees`; images of 5 MB each, one pinned. `devices` gives the layout.
+ */
+async function node(o: {
+  otherUsedMb: number;
+  containerFrees?: number;
+  images?: number;
+  devices?: { nodefs: bigint; imagefs: bigint; containerfs: bigint };
+  nodefs?: FsStats;
+}) {
+  const rt = new FakeRuntime(100 * MB, o.otherUsedMb * MB);
+  for (let i = 0; i < (o.images ?? 6); i++)
+    rt.addImage({
+      id: hex(String(i)),
+      repoTags: [`docker.io/library/img${i}:1`],
+      layers: { [`l${i}`]: 5 * MB },
+    });
+  rt.addImage({
+    id: hex('p'),
+    repoTags: ['registry.k8s.io/pause:3.10'],
+    pinned: true,
+    layers: { p: 1 * MB },
+  });
+  const devices = o.devices ?? { nodefs: 1n, imagefs: 1n, containerfs: 1n };
+  if (devices.containerfs !== devices.imagefs)
+    rt.containerFs = [{ mountpoint: '/var/lib/kubelet/containers' }];
+  const events = recordingEvents();
+  const { metrics, registry } = testMetrics();
+  const clock = { t: NOW - 3_600_000 };
+  const images = new ImageGarbageCollector(
+    rt.connection(),
+    {
+      policy: DEFAULT_IMAGE_GC_POLICY,
+      pinnedImages: [],
+      sandboxImage: 'registry.k8s.io/pause:3.10',
+      maxRemovalsPerRun: 0,
+      dryRun: false,
+      statfs: rt.statfs,
+      now: () => clock.t,
+    },
+    quietLog,
+    metrics,
+    events,
+  );
+  await images.detectImages(await rt.connection().get());
+  clock.t = NOW;
+  const calls: string[] = [];
+  const passes: ReclaimPasses = {
+    containers: () => {
+      calls.push('containers');
+      rt.otherUsedBytes -= (o.containerFrees ?? 0) * MB;
+      return Promise.resolve(containerResult(o.containerFrees ? 3 : 0));
+    },
+    images: (reclaim) => {
+      calls.push('images');
+      return images.run({ reclaim });
+    },
+  };
+  const deviceOf = (path: string): bigint =>
+    path === '/var/lib/kubelet'
+      ? devices.nodefs
+      : path === IMAGEFS
+        ? devices.imagefs
+        : devices.containerfs;
+  const device = (path: string): Promise<bigint> => Promise.resolve(deviceOf(path));
+  // nodefs (and whatever shares its device) has its own numbers when given.
+  const statfs = (path: string): Promise<FsStats> =>
+    o.nodefs && deviceOf(path) === devices.nodefs ? Promise.resolve(o.nodefs) : rt.statfs(path);
+  rt.imageFs = [{ mountpoint: IMAGEFS }];
+  const monitor = new PressureMonitor(
+    rt.connection(),
+    {
+      thresholds: THRESHOLDS,
+      margin: { percent: 5 },
+      rootDir: '/var/lib/kubelet',
+      dryRun: false,
+      statfs,
+      device,
+    },
+    quietLog,
+    metrics,
+    events,
+  );
+  return { rt, monitor, passes, calls, events, registry };
+}
+
+// Images: 6 × 5 MB + 1 MB pinned = 31 MB of the 100 MB.
+test('one filesystem, imagefs.available 19% (kubelet threshold 15%, margin 5%): dead containers, then LRU images until 25%; the pinned pause image stays', async () => {
+  const n = await node({ otherUsedMb: 50 }); // 100 − 50 − 31 = 19 MB available
+  const r = await n.monitor.check(n.passes);
+  expect(r.layout).toBe('single');
+  expect(r.reclaims).toHaveLength(1);
+  const rec = r.reclaims[0];
+  expect(rec).toMatchObject({
+    signal: 'imagefs.available',
+    before: 19 * MB,
+    threshold: 15 * MB,
+    start: 20 * MB,
+    target: 25 * MB,
+    steps: ['containers', 'images'],
+    imagesRemoved: 2,
+    after: 29 * MB,
+    result: 'recovered',
+  });
+  expect(n.calls).toEqual(['containers', 'images']);
+  expect(n.rt.images.has(hex('p'))).toBe(true);
+  // Least recently used first: the first two listed (never used, detected together).
+  expect(n.rt.removed).toEqual([hex('0'), hex('1')]);
+  expect(n.events.seen).toEqual([]);
+  expect(n.events.normals.map((e) => e.reason)).toEqual(['DiskPressureReclaimed']);
+  expect(n.events.normals[0]?.note).toBe(
+    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 2 images; 29.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB)',
+  );
+  const m = await n.registry.getSingleMetricAsString('kubegc_node_pressure_reclaims_total');
+  expect(m).toContain(
+    'kubegc_node_pressure_reclaims_total{signal="imagefs.available",result="recovered"} 1',
+  );
+  // The nodefs signal (10% + 5%) at 19% is not due; one reclaim for the filesystem.
+  expect(r.levels.find((l) => l.signal === 'nodefs.available')?.available).toBe(19 * MB);
+});
+
+test('the container pass alone frees enough: no image is removed', async () => {
+  const n = await node({ otherUsedMb: 50, containerFrees: 7 });
+  const r = await n.monitor.check(n.passes);
+  expect(n.calls).toEqual(['containers']);
+  expect(r.reclaims[0]).toMatchObject({ after: 26 * MB, imagesRemoved: 0, result: 'recovered' });
+  expect(n.rt.removed).toEqual([]);
+});
+
+test('above threshold + margin: statfs only, no pass runs', async () => {
+  const n = await node({ otherUsedMb: 40 }); // 29% available
+  const r = await n.monitor.check(n.passes);
+  expect(r.reclaims).toEqual([]);
+  expect(n.calls).toEqual([]);
+  expect(
+    await n.registry.getSingleMetricAsString('kubegc_node_eviction_signal_threshold'),
+  ).toContain(`kubegc_node_eviction_signal_threshold{signal="imagefs.available"} ${15 * MB}`);
+});
+
+test('nothing eligible left: short, and a DiskPressureReclaimFailed warning on the Node', async () => {
+  const n = await node({ otherUsedMb: 80, images: 2 }); // 100 − 80 − 11 = 9 MB available
+  const r = await n.monitor.check(n.passes);
+  // One filesystem: nodefs (10% + 5%) is due too and comes first; it recovers, imagefs cannot.
+  expect(r.reclaims.map((x) => [x.signal, x.result, x.after])).toEqual([
+    ['nodefs.available', 'recovered', 19 * MB],
+    ['imagefs.available', 'short', 19 * MB],
+  ]);
+  expect(n.rt.images.has(hex('p'))).toBe(true);
+  expect(n.events.seen.map((e) => e.reason)).toEqual(['DiskPressureReclaimFailed']);
+  expect(await n.registry.getSingleMetricAsString('kubegc_node_pressure_reclaims_total')).toContain(
+    'kubegc_node_pressure_reclaims_total{signal="imagefs.available",result="short"} 1',
+  );
+});
+
+test('a dedicated imagefs (one device for images and layers): nodefs pressure has nothing kubegc can reclaim; imagefs pressure runs both', async () => {
+  const n = await node({
+    otherUsedMb: 40,
+    devices: { nodefs: 1n, imagefs: 2n, containerfs: 2n },
+    nodefs: { capacityBytes: 100 * MB, availableBytes: 12 * MB, inodes: 1000, inodesFree: 900 },
+  });
+  const r = await n.monitor.check(n.passes);
+  expect(r.layout).toBe('imagefs');
+  expect(r.reclaims.map((x) => [x.signal, x.result])).toEqual([
+    ['nodefs.available', 'nothing-to-reclaim'],
+  ]);
+  expect(n.calls).toEqual([]);
+});
+
+test('split (writable layers on the root): imagefs pressure removes images only, nodefs pressure runs the container pass only', async () => {
+  const n = await node({
+    otherUsedMb: 50,
+    devices: { nodefs: 1n, imagefs: 2n, containerfs: 1n },
+    nodefs: { capacityBytes: 100 * MB, availableBytes: 12 * MB, inodes: 1000, inodesFree: 900 },
+  });
+  const r = await n.monitor.check(n.passes);
+  expect(r.layout).toBe('split');
+  expect(r.reclaims.map((x) => [x.signal, x.steps])).toEqual([
+    ['nodefs.available', ['containers']],
+    ['imagefs.available', ['images']],
+    ['containerfs.available', ['containers']],
+  ]);
+  expect(n.calls).toEqual(['containers', 'images', 'containers']);
+});

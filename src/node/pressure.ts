@@ -1,0 +1,279 @@
+// Disk pressure reclaim: every --pressure-check-period, statfs of the
+// kubelet's root (nodefs) and of the runtime's image and container
+// filesystems (ImageFsInfo, asked again at most once a minute); when a signal
+// comes within --eviction-reclaim-margin of the kubelet's --eviction-hard
+// threshold, the kubelet's node-level reclaim for that layout (dead
+// containers and sandboxes of terminated and evicted pods, then unused
+// images least recently used first) until the signal is two margins above
+// the threshold. The kubelet reclaims only once the threshold is crossed and
+// then evicts pods; done earlier, it never has to. Decisions are in
+// pressure-policy.ts.
+import type { Logger } from '../log.ts';
+import type { ContainerPassResult } from './container-gc.ts';
+import type { FsStats } from './image-gc-policy.ts';
+import type { ImagePassResult, ImageReclaim } from './image-gc.ts';
+import type { NodeMetrics } from './metrics.ts';
+import type { NodeEvents } from './node-events.ts';
+import {
+  deriveContainerFsThresholds,
+  filesystemOf,
+  isInodeSignal,
+  layoutOf,
+  observe,
+  pressureNeeds,
+  reclaimSteps,
+  type DiskThreshold,
+  type Filesystem,
+  type FsLayout,
+  type FsObservation,
+  type PressureNeed,
+  type ReclaimStep,
+  type ThresholdValue,
+} from './pressure-policy.ts';
+import type { RuntimeConnection } from './runtime.ts';
+import { deviceOf, statFilesystem } from './statfs.ts';
+
+export interface PressureOptions {
+  /** nodefs and imagefs thresholds (--eviction-hard); containerfs ones are derived per layout. */
+  thresholds: DiskThreshold[];
+  margin: ThresholdValue;
+  /** A path on the kubelet's root filesystem (--root-dir). */
+  rootDir: string;
+  dryRun: boolean;
+  statfs?: (path: string) => Promise<FsStats>;
+  device?: (path: string) => Promise<bigint>;
+  /** How long the runtime's filesystem paths and the devices are reused (default 60 s). */
+  filesystemsTtlMs?: number;
+  now?: () => number;
+}
+
+/** The passes a reclaim runs, serialised with the periodic ones by NodeGc. */
+export interface ReclaimPasses {
+  containers(): Promise<ContainerPassResult>;
+  images(reclaim: ImageReclaim): Promise<ImagePassResult>;
+}
+
+export interface ReclaimReport {
+  signal: PressureNeed['signal'];
+  threshold: number;
+  start: number;
+  target: number;
+  before: number;
+  after: number;
+  steps: ReclaimStep[];
+  containersRemoved: number;
+  sandboxesRemoved: number;
+  imagesRemoved: number;
+  result: 'recovered' | 'short' | 'nothing-to-reclaim';
+}
+
+export interface PressureCheck {
+  layout: FsLayout;
+  levels: PressureNeed[];
+  reclaims: ReclaimReport[];
+}
+
+interface Filesystems {
+  paths: Record<Filesystem, string>;
+  layout: FsLayout;
+  at: number;
+}
+
+const toObservation = (fs: FsStats): FsObservation => ({
+  capacityBytes: fs.capacityBytes,
+  availableBytes: fs.availableBytes,
+  inodes: fs.inodes ?? 0,
+  inodesFree: fs.inodesFree ?? 0,
+});
+
+/** Bytes (or inodes) shown in notes: 1.5 GB, 12.0 MB, 42 inodes. */
+function amount(signal: PressureNeed['signal'], n: number): string {
+  if (isInodeSignal(signal)) return `${Math.round(n)} inodes`;
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
+  return `${(n / 1e6).toFixed(1)} MB`;
+}
+
+export class PressureMonitor {
+  private readonly runtime: RuntimeConnection;
+  private readonly opts: PressureOptions;
+  private readonly log: Logger;
+  private readonly metrics: NodeMetrics;
+  private readonly events: NodeEvents;
+  private readonly statfs: (path: string) => Promise<FsStats>;
+  private readonly device: (path: string) => Promise<bigint>;
+  private readonly now: () => number;
+  private filesystems: Filesystems | undefined;
+
+  constructor(
+    runtime: RuntimeConnection,
+    opts: PressureOptions,
+    log: Logger,
+    metrics: NodeMetrics,
+    events: NodeEvents,
+  ) {
+    this.runtime = runtime;
+    this.opts = opts;
+    this.log = log;
+    this.metrics = metrics;
+    this.events = events;
+    this.statfs = opts.statfs ?? statFilesystem;
+    this.device = opts.device ?? deviceOf;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** The filesystems' paths and layout, from ImageFsInfo and the devices (cached a while). */
+  private async locate(fresh: boolean): Promise<Filesystems> {
+    const ttl = this.opts.filesystemsTtlMs ?? 60_000;
+    if (!fresh && this.filesystems && this.now() - this.filesystems.at < ttl)
+      return this.filesystems;
+    const client = await this.runtime.get();
+    let reported: Awaited<ReturnType<typeof client.filesystems>>;
+    try {
+      reported = await client.filesystems();
+    } catch (err) {
+      throw this.runtime.check(err);
+    }
+    const imagefs = reported.image.find((f) => f.mountpoint)?.mountpoint;
+    if (!imagefs) throw new Error('the runtime reports no image filesystem (ImageFsInfo)');
+    const containerfs = reported.container.find((f) => f.mountpoint)?.mountpoint ?? imagefs;
+    const paths = { nodefs: this.opts.rootDir, imagefs, containerfs };
+    const [nodefsDev, imagefsDev, containerfsDev] = await Promise.all(
+      [paths.nodefs, paths.imagefs, paths.containerfs].map((p) => this.device(p)),
+    );
+    const layout = layoutOf({
+      nodefs: nodefsDev as bigint,
+      imagefs: imagefsDev as bigint,
+      containerfs: containerfsDev as bigint,
+    });
+    if (this.filesystems?.layout !== layout)
+      this.log.info('filesystem layout', { layout, ...paths });
+    this.filesystems = { paths, layout, at: this.now() };
+    return this.filesystems;
+  }
+
+  private async observeAll(
+    paths: Record<Filesystem, string>,
+  ): Promise<Record<Filesystem, FsObservation>> {
+    const [nodefs, imagefs, containerfs] = await Promise.all(
+      (['nodefs', 'imagefs', 'containerfs'] as const).map(async (f) =>
+        toObservation(await this.statfs(paths[f])),
+      ),
+    );
+    return {
+      nodefs: nodefs as FsObservation,
+      imagefs: imagefs as FsObservation,
+      containerfs: containerfs as FsObservation,
+    };
+  }
+
+  /** One check: observe, and reclaim for every signal within the margin of its threshold. */
+  async check(passes: ReclaimPasses): Promise<PressureCheck> {
+    const fsys = await this.locate(false);
+    const thresholds = deriveContainerFsThresholds(this.opts.thresholds, fsys.layout);
+    const observations = await this.observeAll(fsys.paths);
+    const { needs, levels } = pressureNeeds({
+      thresholds,
+      observations,
+      margin: this.opts.margin,
+    });
+    for (const l of levels) {
+      this.metrics.evictionSignalAvailable.set({ signal: l.signal }, l.available);
+      this.metrics.evictionSignalThreshold.set({ signal: l.signal }, l.threshold);
+      this.metrics.evictionSignalReclaimStart.set({ signal: l.signal }, l.start);
+    }
+    const out: PressureCheck = { layout: fsys.layout, levels, reclaims: [] };
+    if (needs.length === 0) return out;
+    // Paths and devices again: a reclaim acts on what is there now.
+    const fresh = await this.locate(true);
+    for (const need of needs) {
+      const report = await this.reclaim(need, fresh, passes);
+      if (report) out.reclaims.push(report);
+    }
+    return out;
+  }
+
+  private async level(need: PressureNeed, paths: Record<Filesystem, string>): Promise<number> {
+    const fs = await this.statfs(paths[filesystemOf(need.signal)]);
+    return observe(need.signal, toObservation(fs)).available;
+  }
+
+  private async reclaim(
+    need: PressureNeed,
+    fsys: Filesystems,
+    passes: ReclaimPasses,
+  ): Promise<ReclaimReport | undefined> {
+    const steps = reclaimSteps(fsys.layout, need.signal);
+    const before = await this.level(need, fsys.paths);
+    const report: ReclaimReport = {
+      signal: need.signal,
+      threshold: need.threshold,
+      start: need.start,
+      target: need.target,
+      before,
+      after: before,
+      steps,
+      containersRemoved: 0,
+      sandboxesRemoved: 0,
+      imagesRemoved: 0,
+      result: 'short',
+    };
+    // An earlier reclaim of this check (same filesystem) may have done it already.
+    if (before >= need.start) return undefined;
+    const fields = {
+      signal: need.signal,
+      layout: fsys.layout,
+      available: before,
+      threshold: need.threshold,
+      reclaimStart: need.start,
+      target: need.target,
+      steps,
+      dryRun: this.opts.dryRun,
+    };
+    if (steps.length === 0) {
+      report.result = 'nothing-to-reclaim';
+      this.metrics.pressureReclaims.inc({ signal: need.signal, result: report.result });
+      this.log.warn(
+        'disk pressure kubegc cannot relieve: on a dedicated image filesystem the root holds logs and volumes, not images or writable layers',
+        fields,
+      );
+      return report;
+    }
+    this.log.info('disk pressure: reclaiming', fields);
+    if (steps.includes('containers')) {
+      const r = await passes.containers();
+      report.containersRemoved = r.containers.length;
+      report.sandboxesRemoved = r.sandboxes.length;
+      report.after = await this.level(need, fsys.paths);
+    }
+    if (steps.includes('images') && report.after < need.target) {
+      const r = await passes.images({
+        wantedBytes: isInodeSignal(need.signal) ? 0 : need.target - report.after,
+        done: (fs) => observe(need.signal, toObservation(fs)).available >= need.target,
+      });
+      report.imagesRemoved = r.removed.length;
+      report.after = await this.level(need, fsys.paths);
+    }
+    report.result = report.after >= need.start ? 'recovered' : 'short';
+    this.metrics.pressureReclaims.inc({ signal: need.signal, result: report.result });
+    if (!this.opts.dryRun)
+      this.metrics.pressureReclaimed.inc(
+        { signal: need.signal },
+        Math.max(0, report.after - before),
+      );
+    const note =
+      `${need.signal}: ${amount(need.signal, before)} available, the kubelet evicts below ${amount(need.signal, need.threshold)}; ` +
+      `${this.opts.dryRun ? 'would remove' : 'removed'} ${report.containersRemoved} dead containers, ${report.sandboxesRemoved} sandboxes and ${report.imagesRemoved} images; ` +
+      `${amount(need.signal, report.after)} available after (reclaim starts below ${amount(need.signal, need.start)}, aims at ${amount(need.signal, need.target)})`;
+    this.log[report.result === 'recovered' ? 'info' : 'warn']('disk pressure reclaim done', {
+      ...fields,
+      after: report.after,
+      result: report.result,
+      containersRemoved: report.containersRemoved,
+      sandboxesRemoved: report.sandboxesRemoved,
+      imagesRemoved: report.imagesRemoved,
+    });
+    if (report.result === 'recovered') this.events.normal?.('DiskPressureReclaimed', note);
+    else this.events.warning('DiskPressureReclaimFailed', note);
+    return report;
+  }
+}

@@ -31,6 +31,12 @@ export function nodeArgs(h: TestContainerd, extra: string[]): string[] {
     '0',
     '--health-probe-bind-address',
     '0',
+    // Pressure reclaim reads this machine's disk: off unless a test turns it on
+    // (with its own --root-dir and thresholds).
+    '--root-dir',
+    h.podLogsDir,
+    '--pressure-check-period',
+    '0',
     ...extra,
   ];
 }

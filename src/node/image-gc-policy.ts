@@ -99,6 +99,13 @@ export interface ImageRecord {
   firstDetectedMs: number;
   /** When a container last referenced it (epoch ms); never, if absent. */
   lastUsedMs?: number;
+  /**
+   * Where the minimum age counts from, if later than firstDetectedMs (not
+   * persisted): the time this process loaded the record from the state file.
+   * Whether the image was removed and pulled again under the same ID while
+   * kubegc was not looking cannot be known, so a fresh pull is assumed.
+   */
+  minAgeFromMs?: number;
 }
 
 export type ImageRecords = Map<string, ImageRecord>;
@@ -215,7 +222,31 @@ export function isPastMaxAge(c: Candidate, nowMs: number, policy: ImageGcPolicy)
 }
 
 export function isYoungerThanMinAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
-  return nowMs - c.record.firstDetectedMs < policy.minAgeMs;
+  return nowMs - Math.max(c.record.firstDetectedMs, c.record.minAgeFromMs ?? 0) < policy.minAgeMs;
+}
+
+/** Records loaded from the state file: ages kept, the minimum age counted again from now. */
+export function recordsLoaded(
+  records: ReadonlyMap<string, ImageRecord>,
+  nowMs: number,
+): ImageRecords {
+  const out: ImageRecords = new Map();
+  for (const [id, r] of records) out.set(id, { ...r, minAgeFromMs: nowMs });
+  return out;
+}
+
+/**
+ * The records after a listing of images alone (no containers): an image gone
+ * loses its record, a new one (or one back under the same ID) starts afresh.
+ */
+export function notePresentImages(
+  previous: ReadonlyMap<string, ImageRecord>,
+  imageIds: readonly string[],
+  nowMs: number,
+): ImageRecords {
+  const next: ImageRecords = new Map();
+  for (const id of imageIds) next.set(id, previous.get(id) ?? { firstDetectedMs: nowMs });
+  return next;
 }
 
 export interface ImageGcPlan {

@@ -11,6 +11,10 @@ import {
 import { ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
 import { DEFAULT_IMAGE_GC_POLICY } from './image-gc-policy.ts';
 import type { NodePod, PodLister } from './pods.ts';
+import { saveStateFile } from './state-file.ts';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 
 const MB = 1_000_000;
 const HOUR = 3_600_000;
@@ -211,5 +215,47 @@ describe('images of pods bound to this node', () => {
     expect(await registry.getSingleMetricAsString('kubegc_node_gc_errors_total')).toContain(
       'kubegc_node_gc_errors_total{gc="image",kind="api"}',
     );
+  });
+});
+
+describe('image ages and a fresh pull under a known ID', () => {
+  const one = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 85 * MB).addImage({
+      id: hex('a'),
+      repoTags: ['docker.io/library/app-a:1'],
+      layers: { a: 10 * MB },
+    });
+
+  test('ages loaded from the state file keep their order, but the minimum age counts again from the load (a pull while kubegc was down is not known)', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'kubegc-state-'));
+    const stateFile = path.join(dir, 'state.json');
+    // An hour-old record of the image, from before a restart.
+    await saveStateFile(stateFile, new Map([[hex('a'), { firstDetectedMs: NOW - HOUR }]]));
+    const rt = one();
+    const c = collector(rt, { stateFile });
+    c.clock.t = NOW;
+    const first = await c.gc.run();
+    expect(rt.removed).toEqual([]);
+    expect(first.shortfallBytes).toBeGreaterThan(0);
+    // The age itself is kept (it is what the state file is for).
+    expect(c.gc.imageRecords().get(hex('a'))?.firstDetectedMs).toBe(NOW - HOUR);
+    c.clock.t = NOW + 2 * 60_000;
+    await c.gc.run();
+    expect(rt.removed).toEqual([hex('a')]);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('removed by someone else and pulled again between two passes: the listing between passes sees it gone and new', async () => {
+    const rt = one();
+    const c = collector(rt);
+    await aged(c, rt); // detected an hour ago
+    const image = rt.images.get(hex('a'));
+    rt.images.delete(hex('a'));
+    await c.gc.notePresence(); // gone
+    if (image) rt.addImage(image); // pulled again, same ID
+    await c.gc.notePresence(); // new: detected now
+    expect(c.gc.imageRecords().get(hex('a'))?.firstDetectedMs).toBe(NOW);
+    await c.gc.run();
+    expect(rt.removed).toEqual([]); // younger than the minimum age
   });
 });

@@ -8,6 +8,8 @@ import {
   bytesToFree,
   imagesInUse,
   imagesOfRunnablePods,
+  notePresentImages,
+  recordsLoaded,
   InvalidDiskCapacityError,
   isImageInUse,
   planImageGc,
@@ -130,7 +132,7 @@ export class ImageGarbageCollector {
     if (!file) return;
     const loaded = await loadStateFile(file);
     if (loaded.kind === 'loaded') {
-      this.records = loaded.records;
+      this.records = recordsLoaded(loaded.records, this.now());
       this.log.info('image ages loaded from the state file', {
         stateFile: file,
         images: loaded.records.size,
@@ -169,6 +171,26 @@ export class ImageGarbageCollector {
     this.inUse = this.withPodImages(imagesInUse(containers));
     this.records = updateImageRecords(this.records, images, this.inUse, this.now());
     return images;
+  }
+
+  /**
+   * Lists images only (cheap; NodeGc runs it every IMAGE_PRESENCE_PERIOD_MS
+   * between passes, as the kubelet refreshes its image cache): an image
+   * removed by someone else and pulled again under the same ID between two
+   * passes is then seen gone and new, so the minimum age protects the fresh pull.
+   */
+  async notePresence(): Promise<void> {
+    await this.loadState();
+    const client = await this.runtime.get();
+    let ids: string[];
+    try {
+      ids = (await client.listImages()).map((i) => i.id);
+    } catch (err) {
+      throw this.runtime.check(err);
+    }
+    const changed = ids.length !== this.records.size || ids.some((id) => !this.records.has(id));
+    this.records = notePresentImages(this.records, ids, this.now());
+    if (changed) await this.saveState();
   }
 
   private withPodImages(inUse: Set<string>): Set<string> {
@@ -467,3 +489,6 @@ interface Pass {
 }
 
 const IN_USE_RECHECK_MS = 1000;
+
+/** How often images are listed between passes (the kubelet refreshes its image cache every 30 s). */
+export const IMAGE_PRESENCE_PERIOD_MS = 30_000;

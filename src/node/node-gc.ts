@@ -4,7 +4,12 @@
 // and a retry at the next period. `--once` runs one of each and exits.
 import type { Logger } from '../log.ts';
 import type { ContainerGarbageCollector, ContainerPassResult } from './container-gc.ts';
-import { FilesystemError, type ImageGarbageCollector, type ImagePassResult } from './image-gc.ts';
+import {
+  FilesystemError,
+  IMAGE_PRESENCE_PERIOD_MS,
+  type ImageGarbageCollector,
+  type ImagePassResult,
+} from './image-gc.ts';
 import type { ErrorKind, GcKind, NodeMetrics } from './metrics.ts';
 import type { NodeEvents } from './node-events.ts';
 import type { PressureCheck, PressureMonitor } from './pressure.ts';
@@ -233,7 +238,18 @@ export class NodeGc {
       this.log.info(
         'periodic image GC off (--image-gc-high-threshold=100 and no --image-maximum-gc-age, as on the kubelet)',
       );
-    else loop('image', this.opts.imagePeriodMs, () => this.imagePass());
+    else {
+      loop('image', this.opts.imagePeriodMs, () => this.imagePass());
+      // Between passes, images alone, so a re-pull under a known ID is seen as new.
+      if (this.opts.imagePeriodMs > IMAGE_PRESENCE_PERIOD_MS)
+        loop('image', IMAGE_PRESENCE_PERIOD_MS, () =>
+          this.exclusive('image', () => this.images.notePresence()).catch((err: unknown) =>
+            this.log.debug('image listing between passes failed', {
+              error: (err as Error).message,
+            }),
+          ),
+        );
+    }
     if (this.pressure && (this.opts.pressurePeriodMs ?? 0) > 0)
       loop('pressure', this.opts.pressurePeriodMs as number, () => this.pressurePass());
   }

@@ -408,14 +408,10 @@ test('the node GC DaemonSet: the image filesystem pushed past the high threshold
   // --image-minimum-gc-age=2m (deploy/node/daemonset.yaml): the fillers go once they are 2 minutes old.
   // The DaemonSet's image GC frees to its low threshold (70%), a pressure
   // reclaim (imagefs.available under 15% + 5%) to 25% available: either way below 75%.
-  await waitFor(
-    'the image filesystem below 75% used',
-    async () => (await usedPercent()) < 75,
-    {
-      timeoutMs: 360_000,
-      intervalMs: 2000,
-    },
-  );
+  await waitFor('the image filesystem below 75% used', async () => (await usedPercent()) < 75, {
+    timeoutMs: 360_000,
+    intervalMs: 2000,
+  });
   const images = await nodeImages();
   for (const kept of [...apps.map((a) => a.name), PAUSE_IMAGE, kubegcRef])
     expect(images).toContain(kept);

@@ -105,6 +105,10 @@ test('above the high threshold: least recently used images go until usage is bel
   const run = await runNodeOnce(h, [
     '--state-file',
     stateFile,
+    // The ages come from the state file written above; after a load the minimum
+    // age counts again from the load (a pull while kubegc was down cannot be seen).
+    '--image-minimum-gc-age',
+    '0',
     '--image-gc-high-threshold',
     String(high),
     '--image-gc-low-threshold',
@@ -165,6 +169,10 @@ test('--max-removals-per-run caps the removals of one pass; the rest is a report
   const run = await runNodeOnce(h, [
     '--state-file',
     stateFile,
+    // The ages come from the state file written above; after a load the minimum
+    // age counts again from the load (a pull while kubegc was down cannot be seen).
+    '--image-minimum-gc-age',
+    '0',
     '--image-gc-high-threshold',
     String(usage - 3),
     '--image-gc-low-threshold',
@@ -329,6 +337,10 @@ test('--dry-run removes nothing and reports what it would remove', async () => {
   const flags = [
     '--state-file',
     stateFile,
+    // The ages come from the state file written above; after a load the minimum
+    // age counts again from the load (a pull while kubegc was down cannot be seen).
+    '--image-minimum-gc-age',
+    '0',
     '--image-gc-high-threshold',
     String(usage - 3),
     '--image-gc-low-threshold',

@@ -8,7 +8,7 @@ import {
   recordingEvents,
   testMetrics,
 } from '../../test/support/fake-cri-runtime.ts';
-import { ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
+import { FilesystemError, ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
 import { DEFAULT_IMAGE_GC_POLICY } from './image-gc-policy.ts';
 import type { NodePod, PodLister } from './pods.ts';
 import { saveStateFile } from './state-file.ts';
@@ -258,4 +258,20 @@ describe('image ages and a fresh pull under a known ID', () => {
     await c.gc.run();
     expect(rt.removed).toEqual([]); // younger than the minimum age
   });
+});
+
+test('an image filesystem of capacity 0: an InvalidDiskCapacity warning on the Node and a filesystem error, nothing removed', async () => {
+  const rt = new FakeRuntime(100 * MB, 90 * MB).addImage({
+    id: hex('a'),
+    repoTags: ['docker.io/library/app-a:1'],
+    layers: { a: 5 * MB },
+  });
+  const c = collector(rt, {
+    statfs: () => Promise.resolve({ capacityBytes: 0, availableBytes: 0 }),
+  });
+  await aged(c, rt);
+  await expect(c.gc.run()).rejects.toThrow(FilesystemError);
+  expect(c.events.seen.map((e) => e.reason)).toEqual(['InvalidDiskCapacity']);
+  expect(c.events.seen[0]?.note).toContain('invalid capacity 0 on image filesystem');
+  expect(rt.removed).toEqual([]);
 });

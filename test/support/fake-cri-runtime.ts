@@ -31,6 +31,8 @@ export class FakeRuntime {
   containers: CriContainer[] = [];
   sandboxes: CriSandbox[] = [];
   removed: string[] = [];
+  /** Container and sandbox calls, in order ("stop c1", "remove c1", "stopp s1", "removep s1"). */
+  calls: string[] = [];
   /** Image IDs whose RemoveImage fails (with this message). */
   failRemoval = new Map<string, string>();
   /** Runs before each RemoveImage answers (to change the world meanwhile). */
@@ -68,6 +70,45 @@ export class FakeRuntime {
     return this;
   }
 
+  /** A container of a pod (the kubelet's labels), with its sandbox (NOTREADY) if the pod has none yet. */
+  addPodContainer(
+    id: string,
+    podUid: string,
+    name: string,
+    state: ContainerState,
+    createdAtMs: number,
+  ): this {
+    this.containers.push({
+      id,
+      sandboxId: `sb-${podUid}`,
+      name,
+      attempt: 0,
+      image: 'docker.io/library/app:1',
+      imageRef: 'docker.io/library/app:1',
+      imageId: '',
+      state,
+      createdAtNs: BigInt(createdAtMs) * 1_000_000n,
+      labels: {
+        'io.kubernetes.pod.uid': podUid,
+        'io.kubernetes.container.name': name,
+        'io.kubernetes.pod.name': podUid,
+        'io.kubernetes.pod.namespace': 'default',
+      },
+    });
+    if (!this.sandboxes.some((s) => s.id === `sb-${podUid}`))
+      this.sandboxes.push({
+        id: `sb-${podUid}`,
+        name: podUid,
+        namespace: 'default',
+        uid: podUid,
+        attempt: 0,
+        state: 'notready',
+        createdAtNs: BigInt(createdAtMs) * 1_000_000n,
+        labels: {},
+      });
+    return this;
+  }
+
   /** Disk bytes the images take: each distinct layer once. */
   imageDiskBytes(): number {
     const layers = new Map<string, number>();
@@ -98,6 +139,30 @@ export class FakeRuntime {
     listSandboxes: (): Promise<CriSandbox[]> => Promise.resolve([...this.sandboxes]),
     imageFilesystems: (): Promise<ImageFilesystem[]> => Promise.resolve(this.imageFs),
     filesystems: () => Promise.resolve({ image: this.imageFs, container: this.containerFs }),
+    containerStatus: (id: string) => {
+      const c = this.containers.find((x) => x.id === id);
+      return Promise.resolve(c ? { id, state: c.state, logPath: '', labels: c.labels } : undefined);
+    },
+    stopContainer: (id: string): Promise<void> => {
+      this.calls.push(`stop ${id}`);
+      const c = this.containers.find((x) => x.id === id);
+      if (c) c.state = 'exited';
+      return Promise.resolve();
+    },
+    removeContainer: (id: string): Promise<void> => {
+      this.calls.push(`remove ${id}`);
+      this.containers = this.containers.filter((x) => x.id !== id);
+      return Promise.resolve();
+    },
+    stopSandbox: (id: string): Promise<void> => {
+      this.calls.push(`stopp ${id}`);
+      return Promise.resolve();
+    },
+    removeSandbox: (id: string): Promise<void> => {
+      this.calls.push(`removep ${id}`);
+      this.sandboxes = this.sandboxes.filter((x) => x.id !== id);
+      return Promise.resolve();
+    },
     removeImage: (id: string): Promise<void> => {
       this.beforeRemove?.(id);
       const fail = this.failRemoval.get(id);

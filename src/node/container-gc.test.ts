@@ -1,0 +1,115 @@
+// One container pass over a runtime in memory: the paths the kubelet's rules
+// take through the API's view of the node's pods. The real-runtime proof is
+// test/e2e/node-containers.test.ts (containerd).
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { FakeRuntime, quietLog, testMetrics } from '../../test/support/fake-cri-runtime.ts';
+import { ContainerGarbageCollector } from './container-gc.ts';
+import { DEFAULT_CONTAINER_GC_POLICY } from './container-gc-policy.ts';
+import type { NodePod } from './pods.ts';
+
+const NOW = 1_800_000_000_000;
+const HOUR = 3_600_000;
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kubegc-cgc-'));
+  await mkdir(path.join(dir, 'pods'));
+  await mkdir(path.join(dir, 'containers'));
+});
+afterEach(() => rm(dir, { recursive: true, force: true }));
+
+function collector(rt: FakeRuntime, pods?: NodePod[]) {
+  const { metrics, registry } = testMetrics();
+  const gc = new ContainerGarbageCollector(
+    rt.connection(),
+    {
+      policy: DEFAULT_CONTAINER_GC_POLICY,
+      podLogsDir: path.join(dir, 'pods'),
+      containerLogsDir: path.join(dir, 'containers'),
+      dryRun: false,
+      ...(pods ? { pods: { nodePods: () => Promise.resolve(pods) } } : {}),
+      now: () => NOW,
+    },
+    quietLog,
+    metrics,
+  );
+  return { gc, registry };
+}
+
+const pod = (uid: string, phase: string, evicted = false): NodePod => ({
+  uid,
+  phase,
+  evicted,
+  images: [],
+});
+
+test('a container in unknown state is stopped before it is removed (it might still run)', async () => {
+  const rt = new FakeRuntime(1, 0)
+    .addPodContainer('u1', 'gone', 'app', 'unknown', NOW - HOUR)
+    .addPodContainer('u0', 'gone', 'app', 'exited', NOW - 2 * HOUR);
+  const { gc } = collector(rt, []);
+  const r = await gc.run();
+  expect(r.containers.map((c) => c.id).sort()).toEqual(['u0', 'u1']);
+  expect(rt.calls.indexOf('stop u1')).toBeGreaterThanOrEqual(0);
+  expect(rt.calls.indexOf('stop u1')).toBeLessThan(rt.calls.indexOf('remove u1'));
+  expect(rt.calls).not.toContain('stop u0');
+});
+
+test('an evicted pod that still exists in the API: every dead container, its sandbox and its log directory go; a Running pod keeps its newest', async () => {
+  const rt = new FakeRuntime(1, 0)
+    .addPodContainer('e1', 'evicted', 'app', 'exited', NOW - HOUR)
+    .addPodContainer('e0', 'evicted', 'app', 'exited', NOW - 2 * HOUR)
+    .addPodContainer('r1', 'run', 'app', 'exited', NOW - HOUR)
+    .addPodContainer('r0', 'run', 'app', 'exited', NOW - 2 * HOUR);
+  await mkdir(path.join(dir, 'pods', 'default_evicted_evicted'));
+  await mkdir(path.join(dir, 'pods', 'default_run_run'));
+  const { gc, registry } = collector(rt, [pod('evicted', 'Failed', true), pod('run', 'Running')]);
+  const r = await gc.run();
+  expect(Object.fromEntries(r.containers.map((c) => [c.id, c.reason]))).toEqual({
+    e1: 'pod-evicted',
+    e0: 'pod-evicted',
+    r0: 'max-per-pod-container',
+  });
+  expect(r.sandboxes).toEqual([{ id: 'sb-evicted', reason: 'pod-evicted' }]);
+  expect(await readdir(path.join(dir, 'pods'))).toEqual(['default_run_run']);
+  expect(await registry.getSingleMetricAsString('kubegc_node_containers_removed_total')).toContain(
+    'kubegc_node_containers_removed_total{reason="pod-evicted",dry_run="false"} 2',
+  );
+});
+
+test('a Succeeded pod: its newest dead container stays in a normal pass and goes under pressure (the kubelet DeleteAllUnusedContainers); its logs stay', async () => {
+  const rt = new FakeRuntime(1, 0)
+    .addPodContainer('d1', 'done', 'app', 'exited', NOW - HOUR)
+    .addPodContainer('d0', 'done', 'app', 'exited', NOW - 2 * HOUR);
+  await mkdir(path.join(dir, 'pods', 'default_done_done'));
+  const { gc } = collector(rt, [pod('done', 'Succeeded')]);
+  const normal = await gc.run();
+  expect(normal.containers).toEqual([{ id: 'd0', reason: 'max-per-pod-container' }]);
+  const pressure = await gc.run({ pressure: true });
+  expect(pressure.containers).toEqual([{ id: 'd1', reason: 'pod-terminated' }]);
+  expect(pressure.sandboxes).toEqual([{ id: 'sb-done', reason: 'pod-terminated' }]);
+  expect(await readdir(path.join(dir, 'pods'))).toEqual(['default_done_done']);
+});
+
+test('without the pod list (API down): nothing goes for a pod reason, even under pressure', async () => {
+  const rt = new FakeRuntime(1, 0).addPodContainer('x0', 'evicted', 'app', 'exited', NOW - HOUR);
+  const { metrics } = testMetrics();
+  const gc = new ContainerGarbageCollector(
+    rt.connection(),
+    {
+      policy: DEFAULT_CONTAINER_GC_POLICY,
+      podLogsDir: path.join(dir, 'pods'),
+      containerLogsDir: path.join(dir, 'containers'),
+      dryRun: false,
+      pods: { nodePods: () => Promise.reject(new Error('503')) },
+      now: () => NOW,
+    },
+    quietLog,
+    metrics,
+  );
+  const r = await gc.run({ pressure: true });
+  expect(r.podsKnown).toBe(false);
+  expect(r.containers).toEqual([]);
+});

@@ -108,12 +108,13 @@ async function node(o: {
       dryRun: false,
       statfs,
       device,
+      now: () => clock.t,
     },
     quietLog,
     metrics,
     events,
   );
-  return { rt, monitor, passes, calls, events, registry };
+  return { rt, monitor, passes, calls, events, registry, clock };
 }
 
 // Images: 6 × 5 MB + 1 MB pinned = 31 MB of the 100 MB.
@@ -212,4 +213,24 @@ test('split (writable layers on the root): imagefs pressure removes images only,
     ['containerfs.available', ['containers']],
   ]);
   expect(n.calls).toEqual(['containers', 'images', 'containers']);
+});
+
+test('short: not tried again for a minute, and DiskPressureReclaimFailed at most every 5 minutes while it stays short', async () => {
+  const n = await node({ otherUsedMb: 80, images: 2 });
+  await n.monitor.check(n.passes);
+  expect(n.calls).toEqual(['containers', 'images', 'containers', 'images']); // nodefs, then imagefs
+  n.calls.length = 0;
+  n.clock.t += 30_000;
+  await n.monitor.check(n.passes);
+  expect(n.calls).toEqual([]); // imagefs waits; nodefs recovered
+  n.clock.t += 31_000;
+  await n.monitor.check(n.passes);
+  expect(n.calls).toEqual(['containers', 'images']);
+  expect(n.events.seen.map((e) => e.reason)).toEqual(['DiskPressureReclaimFailed']);
+  n.clock.t += 5 * 60_000;
+  await n.monitor.check(n.passes);
+  expect(n.events.seen.map((e) => e.reason)).toEqual([
+    'DiskPressureReclaimFailed',
+    'DiskPressureReclaimFailed',
+  ]);
 });

@@ -79,6 +79,11 @@ interface Filesystems {
   at: number;
 }
 
+/** After a reclaim fell short, the next for that signal waits this long. */
+export const SHORT_RETRY_MS = 60_000;
+/** DiskPressureReclaimFailed at most this often per signal while it stays short. */
+export const FAILED_EVENT_EVERY_MS = 5 * 60_000;
+
 const toObservation = (fs: FsStats): FsObservation => ({
   capacityBytes: fs.capacityBytes,
   availableBytes: fs.availableBytes,
@@ -103,6 +108,10 @@ export class PressureMonitor {
   private readonly device: (path: string) => Promise<bigint>;
   private readonly now: () => number;
   private filesystems: Filesystems | undefined;
+  /** Signals whose last reclaim fell short: not tried again before this time. */
+  private readonly retryAt = new Map<string, number>();
+  /** When the last DiskPressureReclaimFailed was recorded, per signal. */
+  private readonly failedEventAt = new Map<string, number>();
 
   constructor(
     runtime: RuntimeConnection,
@@ -186,6 +195,9 @@ export class PressureMonitor {
     // Paths and devices again: a reclaim acts on what is there now.
     const fresh = await this.locate(true);
     for (const need of needs) {
+      // A reclaim that fell short is not run again at once: it lists every
+      // container and image, and the next one would find the same.
+      if (this.now() < (this.retryAt.get(need.signal) ?? 0)) continue;
       const report = await this.reclaim(need, fresh, passes);
       if (report) out.reclaims.push(report);
     }
@@ -272,8 +284,18 @@ export class PressureMonitor {
       sandboxesRemoved: report.sandboxesRemoved,
       imagesRemoved: report.imagesRemoved,
     });
-    if (report.result === 'recovered') this.events.normal?.('DiskPressureReclaimed', note);
-    else this.events.warning('DiskPressureReclaimFailed', note);
+    if (report.result === 'recovered') {
+      this.retryAt.delete(need.signal);
+      this.failedEventAt.delete(need.signal);
+      this.events.normal?.('DiskPressureReclaimed', note);
+    } else {
+      this.retryAt.set(need.signal, this.now() + SHORT_RETRY_MS);
+      const last = this.failedEventAt.get(need.signal);
+      if (last === undefined || this.now() - last >= FAILED_EVENT_EVERY_MS) {
+        this.failedEventAt.set(need.signal, this.now());
+        this.events.warning('DiskPressureReclaimFailed', note);
+      }
+    }
     return report;
   }
 }

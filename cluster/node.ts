@@ -58,6 +58,8 @@ const CONTAINER_LOGS = '/var/log/containers';
 const KUBELET_SHARED = '/var/lib/kubelet';
 /** The node GC DaemonSet's hostPath state directory (deploy/node/daemonset.yaml). */
 const KUBEGC_NODE_STATE = '/var/lib/kubegc';
+/** The node GC DaemonSet's nodefs hostPath (--root-dir, deploy/node/daemonset.yaml). */
+const KUBEGC_NODEFS = '/var/lib/kubelet/kubegc';
 const COMMENT = 'kubegc-local-node';
 
 export const NODE_PACKAGES: Requirement[] = [
@@ -448,6 +450,8 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
     await fs.chmod(CONTAINERD.state, 0o711);
     // Made later by the kubelet for the node GC DaemonSet (hostPath DirectoryOrCreate): ours to remove if absent now.
     if (!existsSync(KUBEGC_NODE_STATE)) state.createdDirs.unshift(KUBEGC_NODE_STATE);
+    // And its nodefs directory (--root-dir), below the kubelet's shared root.
+    if (!existsSync(KUBEGC_NODEFS)) state.createdDirs.unshift(KUBEGC_NODEFS);
     if (readdirSync(CONTAINERD.root).length > 0 && !mountPoints().includes(CONTAINERD.root))
       throw new ControlPlaneError(
         `${CONTAINERD.root} is not empty; the local node mounts a filesystem of its own there`,

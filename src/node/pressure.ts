@@ -191,13 +191,13 @@ export class PressureMonitor {
       this.metrics.evictionSignalReclaimStart.set({ signal: l.signal }, l.start);
     }
     const out: PressureCheck = { layout: fsys.layout, levels, reclaims: [] };
-    if (needs.length === 0) return out;
+    // A reclaim that fell short is not run again at once: it lists every
+    // container and image, and the next one would find the same.
+    const due = needs.filter((n) => this.now() >= (this.retryAt.get(n.signal) ?? 0));
+    if (due.length === 0) return out;
     // Paths and devices again: a reclaim acts on what is there now.
     const fresh = await this.locate(true);
-    for (const need of needs) {
-      // A reclaim that fell short is not run again at once: it lists every
-      // container and image, and the next one would find the same.
-      if (this.now() < (this.retryAt.get(need.signal) ?? 0)) continue;
+    for (const need of due) {
       const report = await this.reclaim(need, fresh, passes);
       if (report) out.reclaims.push(report);
     }

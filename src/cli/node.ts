@@ -184,8 +184,12 @@ Keeps this node's disk healthy over CRI, with the kubelet's image and
 container GC policies: least recently used unused images are removed when the
 image filesystem passes the high threshold, dead containers beyond the
 per-container and node limits are removed, and so are inactive sandboxes.
-Images in use, pinned by the runtime or --pinned-images, and the sandbox
-image are never removed. Logs are JSON lines on stderr; one line per removal.
+Before the kubelet's eviction manager would act (a disk signal within
+--eviction-reclaim-margin of --eviction-hard), it reclaims as the kubelet
+does: dead containers of terminated and evicted pods, then unused images.
+Images in use, named by pods bound to this node, pinned by the runtime or
+--pinned-images, and the sandbox image are never removed. Logs are JSON
+lines on stderr; one line per removal.
 
 flags:
 ${formatFlags(NODE_FLAGS)}`;

@@ -88,6 +88,13 @@ interface NodeState {
 export interface NodeOptions {
   /** Size of the filesystem under containerd's root (images, snapshots), MiB. */
   diskMiB?: number;
+  /**
+   * The kubelet's own disk management. Default: image GC off and hard
+   * eviction on disk off (kubegc's node GC is the one under test, and a small
+   * image filesystem must not evict pods). `kubelet-defaults` gives the
+   * kubelet's defaults for either, as on a stock node.
+   */
+  kubeletDisk?: { imageGc?: 'off' | 'kubelet-defaults'; eviction?: 'off' | 'kubelet-defaults' };
   log?: (line: string) => void;
 }
 
@@ -323,7 +330,28 @@ async function importPauseImage(dir: string): Promise<void> {
 // ---------------------------------------------------------------------------
 // kubelet and kube-scheduler
 
-function kubeletConfig(p: ReturnType<typeof nodePaths>, caCrt: string): string {
+function kubeletConfig(
+  p: ReturnType<typeof nodePaths>,
+  caCrt: string,
+  disk: NonNullable<NodeOptions['kubeletDisk']> = {},
+): string {
+  const imageGc =
+    disk.imageGc === 'kubelet-defaults'
+      ? "# The kubelet's image GC at its defaults (85/80, every 5 minutes).\n"
+      : `# kubegc's node GC is the one under test: the kubelet's own image GC stays
+# out of its way.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`;
+  const eviction =
+    disk.eviction === 'kubelet-defaults'
+      ? "# Hard eviction at the kubelet's defaults (imagefs.available<15%, nodefs.available<10%, ...).\n"
+      : `# A small image filesystem must not evict pods.
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "0%"
+  imagefs.available: "0%"
+`;
   return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # No systemd and cgroup v1 on these machines.
@@ -342,15 +370,7 @@ authentication:
   x509: { clientCAFile: ${caCrt} }
 authorization:
   mode: Webhook
-# kubegc's node GC is the one under test: the kubelet's own image GC stays
-# out of its way, and a small image filesystem must not evict pods.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: "100Mi"
-  nodefs.available: "0%"
-  imagefs.available: "0%"
-`;
+${imageGc}${eviction}`;
 }
 
 async function nodeReady(clusterDir: string): Promise<boolean> {
@@ -516,7 +536,7 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
     await writeNodeState(cluster.dir, state);
 
     log(`starting kubelet (node ${NODE_NAME}, ${NODE_IP})`);
-    await fs.writeFile(p.kubeletConfig, kubeletConfig(p, cp.caCrt));
+    await fs.writeFile(p.kubeletConfig, kubeletConfig(p, cp.caCrt, opts.kubeletDisk));
     const kubelet = startProcess(cluster.dir, 'kubelet', path.join(cluster.binDir, 'kubelet'), [
       `--config=${p.kubeletConfig}`,
       `--kubeconfig=${p.kubeletKubeconfig}`,

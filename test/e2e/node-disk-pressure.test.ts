@@ -1,0 +1,254 @@
+// kubegc's node GC beside a kubelet with its default hard eviction
+// (imagefs.available<15%) on a real node whose image filesystem is a 2 GiB
+// tmpfs (a dedicated imagefs to the kubelet): unused images pushed at the disk
+// step by step while a pod runs, more than the disk holds, and the node never
+// reports DiskPressure, is never tainted, evicts nothing; the running pod's
+// images, the pause image and kubegc's own stay. The user's path: the image
+// built from the Dockerfile, `kubectl apply -k` of the deploy/ overlay, the
+// kubelet configured as the README's "Running beside the kubelet" says (its
+// image GC off, its eviction at the defaults). Its own control plane and node
+// (.cluster-e2e-pressure), taken down at the end.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type * as k8s from '@kubernetes/client-node';
+import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
+import { buildKubegcImage, importImage } from '../../cluster/image.ts';
+import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
+import {
+  hostToolsLayer,
+  ociArchive,
+  randomLayer,
+  type ImageSpec,
+} from '../../cluster/oci-image.ts';
+import { statFilesystem } from '../../src/node/statfs.ts';
+import { clients, testNamespace, waitFor } from '../support/cluster.ts';
+
+const APP: ImageSpec = {
+  name: 'kubegc.test/dp-app:1',
+  layers: [hostToolsLayer(['/bin/sleep']), randomLayer(8 << 20)],
+  entrypoint: ['/bin/sleep', '3600'],
+};
+
+const run = promisify(execFile);
+const DIR = path.join(REPO_ROOT, '.cluster-e2e-pressure');
+const OVERLAY = path.join(REPO_ROOT, 'test', 'e2e', 'deploy-overlay');
+const NS = 'kubegc-system';
+const MiB = 1 << 20;
+const log = (l: string): void => void process.stderr.write(`\nnode-disk-pressure: ${l}`);
+
+let cluster: Cluster;
+let core: k8s.CoreV1Api;
+let kubegcRef = '';
+
+async function kubectl(...args: string[]): Promise<string> {
+  const { stdout } = await run(cluster.kubectl, ['--kubeconfig', cluster.kubeconfig, ...args], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return stdout;
+}
+
+async function importImages(specs: ImageSpec[]): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-images-'));
+  try {
+    const file = path.join(dir, 'images.oci.tar');
+    await fs.writeFile(file, ociArchive(specs).archive);
+    await run('ctr', ['--address', CONTAINERD.socket, '-n', 'k8s.io', 'images', 'import', file]);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function nodeImages(): Promise<string[]> {
+  const { stdout } = await run('ctr', [
+    '--address',
+    CONTAINERD.socket,
+    '-n',
+    'k8s.io',
+    'images',
+    'ls',
+    '-q',
+  ]);
+  return stdout.split('\n').filter(Boolean);
+}
+
+const availablePercent = async (): Promise<number> => {
+  const s = await statFilesystem(CONTAINERD.root);
+  return (100 * s.availableBytes) / s.capacityBytes;
+};
+
+const ready = (p: k8s.V1Pod): boolean =>
+  p.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') ?? false;
+
+interface NodeWatch {
+  diskPressure: boolean;
+  taints: string[];
+  lowestAvailablePercent: number;
+}
+
+/** Polls the Node and the disk every second until stopped; records the worst seen. */
+function watchNode(nodeName: string): { seen: NodeWatch; stop: () => Promise<void> } {
+  const seen: NodeWatch = { diskPressure: false, taints: [], lowestAvailablePercent: 100 };
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const node = await core.readNode({ name: nodeName }).catch(() => undefined);
+      if (node?.status?.conditions?.some((c) => c.type === 'DiskPressure' && c.status === 'True'))
+        seen.diskPressure = true;
+      for (const t of node?.spec?.taints ?? [])
+        if (!seen.taints.includes(t.key)) seen.taints.push(t.key);
+      seen.lowestAvailablePercent = Math.min(seen.lowestAvailablePercent, await availablePercent());
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+  return {
+    seen,
+    stop: async () => {
+      stopped = true;
+      await loop;
+    },
+  };
+}
+
+/** Fillers of 24 MiB layers (about 34 MiB each on this disk), one every 8 s. */
+const FILLERS = 44;
+const FILL_INTERVAL_MS = 8000;
+
+/**
+ * About 1.5 GiB of unused images, more than the disk has left, about 40 MiB
+ * per pressure check (10 s): well within the 5% margin (~100 MiB) between
+ * kubegc's reclaim start (20% available) and the kubelet's threshold (15%).
+ * An import the full disk refuses is counted, not fatal.
+ */
+async function fill(
+  nodeName: string,
+  prefix: string,
+  /** Stop once the Node reports DiskPressure (the reference run: that is all it has to show). */
+  untilPressure = false,
+): Promise<{ imported: number; refused: number; seen: NodeWatch }> {
+  const watch = watchNode(nodeName);
+  let imported = 0;
+  let refused = 0;
+  try {
+    for (let i = 0; i < FILLERS && !(untilPressure && watch.seen.diskPressure); i++) {
+      try {
+        await importImages([
+          { name: `kubegc.test/${prefix}:${i}`, layers: [randomLayer(24 * MiB)] },
+        ]);
+        imported++;
+      } catch {
+        refused++;
+      }
+      await new Promise((r) => setTimeout(r, FILL_INTERVAL_MS));
+    }
+    // The last ones settle (two pressure checks and more).
+    await new Promise((r) => setTimeout(r, 20_000));
+  } finally {
+    await watch.stop();
+  }
+  return { imported, refused, seen: watch.seen };
+}
+
+/** The app pod (one image, a sleeping container) in a new namespace, running. */
+async function runApp(image: string): Promise<string> {
+  const ns = await testNamespace(core, 'disk-pressure');
+  await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name: 'app' },
+      spec: { containers: [{ name: 'app', image, imagePullPolicy: 'Never' }] },
+    },
+  });
+  await waitFor('the app pod to run', async () =>
+    ready(await core.readNamespacedPod({ namespace: ns, name: 'app' })),
+  );
+  return ns;
+}
+
+beforeAll(async () => {
+  cluster = await up({ dir: DIR, log });
+  await upNode(cluster, { log, kubeletDisk: { imageGc: 'off', eviction: 'kubelet-defaults' } });
+  const image = await buildKubegcImage({ log });
+  kubegcRef = await importImage(image.archive);
+  core = clients(cluster).core;
+  await kubectl('apply', '-k', OVERLAY);
+  // Time only: the fillers are old enough for the minimum age after 20 s, not 2 minutes.
+  await kubectl(
+    'patch',
+    'daemonset',
+    'kubegc-node',
+    '-n',
+    NS,
+    '--type=json',
+    '-p',
+    JSON.stringify([
+      {
+        op: 'add',
+        path: '/spec/template/spec/containers/0/args/-',
+        value: '--image-minimum-gc-age=20s',
+      },
+    ]),
+  );
+  await kubectl('rollout', 'status', 'daemonset/kubegc-node', '-n', NS, '--timeout=180s');
+}, 1_800_000);
+
+afterAll(async () => {
+  await downNode(DIR, log).catch((err: unknown) => log(`node teardown: ${String(err)}`));
+  await down(DIR);
+}, 300_000);
+
+test('unused images pushed past the disk while a pod runs: kubegc reclaims within the margin; no DiskPressure, no taint, no eviction; protected images kept', async () => {
+  const nodeName = (await core.listNode()).items[0]?.metadata?.name ?? '';
+  const app = APP;
+  await importImages([app]);
+  const ns = await runApp(app.name);
+  const start = await availablePercent();
+  log(`image filesystem ${start.toFixed(1)}% available before the fill`);
+
+  const { imported, seen } = await fill(nodeName, 'dp-filler');
+  log(
+    `kubegc: imported ${imported} fillers; lowest available ${seen.lowestAvailablePercent.toFixed(1)}%; taints seen: ${seen.taints.join(', ') || 'none'}`,
+  );
+  expect(imported).toBe(FILLERS);
+  expect(seen.diskPressure).toBe(false);
+  expect(seen.taints).not.toContain('node.kubernetes.io/disk-pressure');
+  expect(seen.lowestAvailablePercent).toBeGreaterThan(15);
+
+  const pods = (await core.listPodForAllNamespaces()).items;
+  expect(pods.filter((p) => p.status?.reason === 'Evicted').map((p) => p.metadata?.name)).toEqual(
+    [],
+  );
+  expect(ready(await core.readNamespacedPod({ namespace: ns, name: 'app' }))).toBe(true);
+  const images = await nodeImages();
+  for (const kept of [app.name, PAUSE_IMAGE, kubegcRef]) expect(images).toContain(kept);
+  // kubegc removed fillers (the disk could not hold them all).
+  expect(images.filter((n) => n.startsWith('kubegc.test/dp-filler:')).length).toBeLessThan(FILLERS);
+}, 900_000);
+
+test('the same fill on the kubelet alone (kubegc removed, the kubelet at its defaults: image GC 85/80, hard eviction): the node reports DiskPressure', async () => {
+  await kubectl('logs', '-n', NS, 'ds/kubegc-node', '--tail=300')
+    .then((text) => fs.writeFile(path.join(DIR, 'logs', 'kubegc-node-pod.log'), text))
+    .catch(() => undefined);
+  await kubectl('delete', '-k', OVERLAY, '--wait=true', '--timeout=120s').catch(() => '');
+  await downNode(DIR, log);
+  await upNode(cluster, {
+    log,
+    kubeletDisk: { imageGc: 'kubelet-defaults', eviction: 'kubelet-defaults' },
+  });
+  const nodeName = (await core.listNode()).items[0]?.metadata?.name ?? '';
+  await importImages([APP]);
+  const ns = await runApp(APP.name);
+  const { imported, refused, seen } = await fill(nodeName, 'ref-filler', true);
+  const pods = (await core.listPodForAllNamespaces()).items;
+  const evicted = pods.filter((p) => p.status?.reason === 'Evicted').map((p) => p.metadata?.name);
+  const app = await core.readNamespacedPod({ namespace: ns, name: 'app' }).catch(() => undefined);
+  const left = (await nodeImages()).filter((n) => n.startsWith('kubegc.test/ref-filler:')).length;
+  log(
+    `kubelet alone: imported ${imported} fillers (${refused} refused: disk full); lowest available ${seen.lowestAvailablePercent.toFixed(1)}%; DiskPressure ${seen.diskPressure}; taints seen: ${seen.taints.join(', ') || 'none'}; evicted pods: ${evicted.join(', ') || 'none'}; app pod ${app?.status?.phase ?? 'gone'}${app?.status?.reason ? ` (${app.status.reason})` : ''}; fillers left ${left}`,
+  );
+  expect(seen.lowestAvailablePercent).toBeLessThan(15);
+  expect(seen.diskPressure).toBe(true);
+  expect(left).toBeGreaterThan(0);
+}, 900_000);

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { FakeRuntime, quietLog, testMetrics } from '../../test/support/fake-cri-runtime.ts';
 import { ContainerGarbageCollector } from './container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from './container-gc-policy.ts';
-import type { NodePod } from './pods.ts';
+import type { NodePod, PodLister } from './pods.ts';
 
 const NOW = 1_800_000_000_000;
 const HOUR = 3_600_000;
@@ -20,7 +20,8 @@ beforeEach(async () => {
 });
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
-function collector(rt: FakeRuntime, pods?: NodePod[]) {
+function collector(rt: FakeRuntime, pods?: NodePod[] | PodLister) {
+  const lister = Array.isArray(pods) ? { nodePods: () => Promise.resolve(pods) } : pods;
   const { metrics, registry } = testMetrics();
   const gc = new ContainerGarbageCollector(
     rt.connection(),
@@ -29,7 +30,7 @@ function collector(rt: FakeRuntime, pods?: NodePod[]) {
       podLogsDir: path.join(dir, 'pods'),
       containerLogsDir: path.join(dir, 'containers'),
       dryRun: false,
-      ...(pods ? { pods: { nodePods: () => Promise.resolve(pods) } } : {}),
+      ...(lister ? { pods: lister } : {}),
       now: () => NOW,
     },
     quietLog,
@@ -95,20 +96,7 @@ test('a Succeeded pod: its newest dead container stays in a normal pass and goes
 
 test('without the pod list (API down): nothing goes for a pod reason, even under pressure', async () => {
   const rt = new FakeRuntime(1, 0).addPodContainer('x0', 'evicted', 'app', 'exited', NOW - HOUR);
-  const { metrics } = testMetrics();
-  const gc = new ContainerGarbageCollector(
-    rt.connection(),
-    {
-      policy: DEFAULT_CONTAINER_GC_POLICY,
-      podLogsDir: path.join(dir, 'pods'),
-      containerLogsDir: path.join(dir, 'containers'),
-      dryRun: false,
-      pods: { nodePods: () => Promise.reject(new Error('503')) },
-      now: () => NOW,
-    },
-    quietLog,
-    metrics,
-  );
+  const { gc } = collector(rt, { nodePods: () => Promise.reject(new Error('503')) });
   const r = await gc.run({ pressure: true });
   expect(r.podsKnown).toBe(false);
   expect(r.containers).toEqual([]);

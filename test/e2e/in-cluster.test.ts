@@ -5,29 +5,28 @@
 // (root), so this file runs its own control plane in .cluster-e2e-node and
 // takes it down at the end; the other e2e files never see a node (their Pods
 // stay Pending, as they always have).
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
 import { buildKubegcImage, importImage } from '../../cluster/image.ts';
 import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
-import {
-  hostToolsLayer,
-  ociArchive,
-  randomLayer,
-  type ImageSpec,
-} from '../../cluster/oci-image.ts';
+import { hostToolsLayer, randomLayer } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
 import { deleteBindings, httpsGet, serviceAccountToken } from '../support/metrics-access.ts';
 import { startPrometheus } from '../support/prometheus.ts';
 import { clients, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import {
+  addNodeGcArgs,
+  importNodeImages,
+  kubectlOf,
+  nodeImages,
+  podReady,
+  run,
+} from '../support/local-node.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
 
-const run = promisify(execFile);
 const DIR = path.join(REPO_ROOT, '.cluster-e2e-node');
 const OVERLAY = path.join(REPO_ROOT, 'test', 'e2e', 'deploy-overlay');
 const NS = 'kubegc-system';
@@ -44,12 +43,7 @@ let applyToReadyMs = 0;
 let kubegcRef = '';
 let deleted = false;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const { stdout } = await run(cluster.kubectl, ['--kubeconfig', cluster.kubeconfig, ...args], {
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  return stdout;
-}
+const kubectl = kubectlOf(() => cluster);
 
 async function controllerPods(): Promise<k8s.V1Pod[]> {
   const list = await core.listNamespacedPod({
@@ -58,9 +52,6 @@ async function controllerPods(): Promise<k8s.V1Pod[]> {
   });
   return list.items.filter((p) => !p.metadata?.deletionTimestamp);
 }
-
-const ready = (p: k8s.V1Pod): boolean =>
-  p.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') ?? false;
 
 /** The pod whose replica holds the Lease (the identity is `<hostname>_<uuid>`; hostname = pod name). */
 async function leaderPod(): Promise<string | undefined> {
@@ -134,7 +125,7 @@ beforeAll(async () => {
     'both controller replicas to be Ready',
     async () => {
       const pods = await controllerPods();
-      return pods.length === 2 && pods.every(ready);
+      return pods.length === 2 && pods.every(podReady);
     },
     { timeoutMs: 180_000, intervalMs: 500 },
   );
@@ -277,31 +268,6 @@ test('the leader pod deleted: another replica takes over and collection continue
   for (let i = 0; i < 100; i++) expect(deletes.get(`dep-${i}`)).toEqual([CONTROLLER_SA]);
 });
 
-/** Images in the node's containerd (k8s.io namespace), by name. */
-async function nodeImages(): Promise<string[]> {
-  const { stdout } = await run('ctr', [
-    '--address',
-    CONTAINERD.socket,
-    '-n',
-    'k8s.io',
-    'images',
-    'ls',
-    '-q',
-  ]);
-  return stdout.split('\n').filter(Boolean);
-}
-
-async function importImages(specs: ImageSpec[]): Promise<void> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-images-'));
-  try {
-    const file = path.join(dir, 'images.oci.tar');
-    await fs.writeFile(file, ociArchive(specs).archive);
-    await run('ctr', ['--address', CONTAINERD.socket, '-n', 'k8s.io', 'images', 'import', file]);
-  } finally {
-    await fs.rm(dir, { recursive: true, force: true });
-  }
-}
-
 const usedPercent = async (): Promise<number> => {
   const s = await statFilesystem(CONTAINERD.root);
   return (100 * (s.capacityBytes - s.availableBytes)) / s.capacityBytes;
@@ -334,34 +300,14 @@ test('the node GC DaemonSet: the image filesystem pushed past the high threshold
   // (and container GC) every 15 s instead of every 5 minutes (1 minute). An image's age counts from the pass
   // that first detects it (as the kubelet's does), so with the default period
   // the 2-minute minimum age would keep this test waiting about 10 minutes.
-  await kubectl(
-    'patch',
-    'daemonset',
-    'kubegc-node',
-    '-n',
-    NS,
-    '--type=json',
-    '-p',
-    JSON.stringify([
-      {
-        op: 'add',
-        path: '/spec/template/spec/containers/0/args/-',
-        value: '--image-gc-period=15s',
-      },
-      // And container passes every 5 s, so the next test does not wait a minute.
-      {
-        op: 'add',
-        path: '/spec/template/spec/containers/0/args/-',
-        value: '--container-gc-period=5s',
-      },
-    ]),
-  );
+  // And container passes every 5 s, so the next test does not wait a minute.
+  await addNodeGcArgs(kubectl, NS, ['--image-gc-period=15s', '--container-gc-period=5s']);
   await kubectl('rollout', 'status', 'daemonset/kubegc-node', '-n', NS, '--timeout=120s');
   await waitFor(
     'the node GC pod to be Ready',
     async () => {
       const pods = await nodeGcPods();
-      return pods.length === 1 && pods.every(ready);
+      return pods.length === 1 && pods.every(podReady);
     },
     { timeoutMs: 120_000 },
   );
@@ -372,7 +318,7 @@ test('the node GC DaemonSet: the image filesystem pushed past the high threshold
     layers: [tools, randomLayer(8 << 20)],
     entrypoint: ['/bin/sleep', '3600'],
   }));
-  await importImages(apps);
+  await importNodeImages(apps);
   const ns = await testNamespace(core, 'node-gc');
   await core.createNamespacedPod({
     namespace: ns,
@@ -388,7 +334,7 @@ test('the node GC DaemonSet: the image filesystem pushed past the high threshold
     },
   });
   await waitFor('the apps pod to run', async () =>
-    ready(await core.readNamespacedPod({ namespace: ns, name: 'apps' })),
+    podReady(await core.readNamespacedPod({ namespace: ns, name: 'apps' })),
   );
 
   // Unused images up to ~92% of the image filesystem (each costs its layer twice: content + snapshot).
@@ -398,7 +344,7 @@ test('the node GC DaemonSet: the image filesystem pushed past the high threshold
     name: `kubegc.test/filler:${i}`,
     layers: [randomLayer(Math.max(1 << 20, Math.floor(need / 8)))],
   }));
-  await importImages(fillers);
+  await importNodeImages(fillers);
   const before = await usedPercent();
   log(`image filesystem ${before.toFixed(1)}% used after the fillers`);
   expect(before).toBeGreaterThan(85);

@@ -8,23 +8,22 @@
 // kubelet configured as the README's "Running beside the kubelet" says (its
 // image GC off, its eviction at the defaults). Its own control plane and node
 // (.cluster-e2e-pressure), taken down at the end.
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
 import { buildKubegcImage, importImage } from '../../cluster/image.ts';
 import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
-import {
-  hostToolsLayer,
-  ociArchive,
-  randomLayer,
-  type ImageSpec,
-} from '../../cluster/oci-image.ts';
+import { hostToolsLayer, randomLayer, type ImageSpec } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
 import { clients, testNamespace, waitFor } from '../support/cluster.ts';
+import {
+  addNodeGcArgs,
+  importNodeImages,
+  kubectlOf,
+  nodeImages,
+  podReady,
+} from '../support/local-node.ts';
 
 const APP: ImageSpec = {
   name: 'kubegc.test/dp-app:1',
@@ -32,7 +31,6 @@ const APP: ImageSpec = {
   entrypoint: ['/bin/sleep', '3600'],
 };
 
-const run = promisify(execFile);
 const DIR = path.join(REPO_ROOT, '.cluster-e2e-pressure');
 const OVERLAY = path.join(REPO_ROOT, 'test', 'e2e', 'deploy-overlay');
 const NS = 'kubegc-system';
@@ -43,44 +41,12 @@ let cluster: Cluster;
 let core: k8s.CoreV1Api;
 let kubegcRef = '';
 
-async function kubectl(...args: string[]): Promise<string> {
-  const { stdout } = await run(cluster.kubectl, ['--kubeconfig', cluster.kubeconfig, ...args], {
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  return stdout;
-}
-
-async function importImages(specs: ImageSpec[]): Promise<void> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-images-'));
-  try {
-    const file = path.join(dir, 'images.oci.tar');
-    await fs.writeFile(file, ociArchive(specs).archive);
-    await run('ctr', ['--address', CONTAINERD.socket, '-n', 'k8s.io', 'images', 'import', file]);
-  } finally {
-    await fs.rm(dir, { recursive: true, force: true });
-  }
-}
-
-async function nodeImages(): Promise<string[]> {
-  const { stdout } = await run('ctr', [
-    '--address',
-    CONTAINERD.socket,
-    '-n',
-    'k8s.io',
-    'images',
-    'ls',
-    '-q',
-  ]);
-  return stdout.split('\n').filter(Boolean);
-}
+const kubectl = kubectlOf(() => cluster);
 
 const availablePercent = async (): Promise<number> => {
   const s = await statFilesystem(CONTAINERD.root);
   return (100 * s.availableBytes) / s.capacityBytes;
 };
-
-const ready = (p: k8s.V1Pod): boolean =>
-  p.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') ?? false;
 
 interface NodeWatch {
   diskPressure: boolean;
@@ -134,7 +100,7 @@ async function fill(
   try {
     for (let i = 0; i < FILLERS && !(untilPressure && watch.seen.diskPressure); i++) {
       try {
-        await importImages([
+        await importNodeImages([
           { name: `kubegc.test/${prefix}:${i}`, layers: [randomLayer(24 * MiB)] },
         ]);
         imported++;
@@ -162,7 +128,7 @@ async function runApp(image: string): Promise<string> {
     },
   });
   await waitFor('the app pod to run', async () =>
-    ready(await core.readNamespacedPod({ namespace: ns, name: 'app' })),
+    podReady(await core.readNamespacedPod({ namespace: ns, name: 'app' })),
   );
   return ns;
 }
@@ -175,22 +141,7 @@ beforeAll(async () => {
   core = clients(cluster).core;
   await kubectl('apply', '-k', OVERLAY);
   // Time only: the fillers are old enough for the minimum age after 20 s, not 2 minutes.
-  await kubectl(
-    'patch',
-    'daemonset',
-    'kubegc-node',
-    '-n',
-    NS,
-    '--type=json',
-    '-p',
-    JSON.stringify([
-      {
-        op: 'add',
-        path: '/spec/template/spec/containers/0/args/-',
-        value: '--image-minimum-gc-age=20s',
-      },
-    ]),
-  );
+  await addNodeGcArgs(kubectl, NS, ['--image-minimum-gc-age=20s']);
   await kubectl('rollout', 'status', 'daemonset/kubegc-node', '-n', NS, '--timeout=180s');
 }, 1_800_000);
 
@@ -202,7 +153,7 @@ afterAll(async () => {
 test('unused images pushed past the disk while a pod runs: kubegc reclaims within the margin; no DiskPressure, no taint, no eviction; protected images kept', async () => {
   const nodeName = (await core.listNode()).items[0]?.metadata?.name ?? '';
   const app = APP;
-  await importImages([app]);
+  await importNodeImages([app]);
   const ns = await runApp(app.name);
   const start = await availablePercent();
   log(`image filesystem ${start.toFixed(1)}% available before the fill`);
@@ -220,7 +171,7 @@ test('unused images pushed past the disk while a pod runs: kubegc reclaims withi
   expect(pods.filter((p) => p.status?.reason === 'Evicted').map((p) => p.metadata?.name)).toEqual(
     [],
   );
-  expect(ready(await core.readNamespacedPod({ namespace: ns, name: 'app' }))).toBe(true);
+  expect(podReady(await core.readNamespacedPod({ namespace: ns, name: 'app' }))).toBe(true);
   const images = await nodeImages();
   for (const kept of [app.name, PAUSE_IMAGE, kubegcRef]) expect(images).toContain(kept);
   // kubegc removed fillers (the disk could not hold them all).
@@ -238,7 +189,7 @@ test('the same fill on the kubelet alone (kubegc removed, the kubelet at its def
     kubeletDisk: { imageGc: 'kubelet-defaults', eviction: 'kubelet-defaults' },
   });
   const nodeName = (await core.listNode()).items[0]?.metadata?.name ?? '';
-  await importImages([APP]);
+  await importNodeImages([APP]);
   const ns = await runApp(APP.name);
   const { imported, refused, seen } = await fill(nodeName, 'ref-filler', true);
   const pods = (await core.listPodForAllNamespaces()).items;

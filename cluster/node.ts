@@ -12,10 +12,12 @@
 // off and anything forwarded out of the bridge is dropped.
 //
 // Facts this relies on: ../shared/reference/local-node.md.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import {
   CLIENT_CERT_EXT,
   ControlPlaneError,
@@ -34,7 +36,7 @@ import {
   type Cluster,
   type ProcessRecord,
 } from './controlplane.ts';
-import { hostToolsLayer, ociArchive } from './oci-image.ts';
+import { hostToolsLayer, ociArchive, type ImageSpec } from './oci-image.ts';
 import { ensurePackages, type Requirement } from './packages.ts';
 
 export const NODE_NAME = 'kubegc-node';
@@ -92,9 +94,13 @@ export interface NodeOptions {
    * The kubelet's own disk management. Default: image GC off and hard
    * eviction on disk off (kubegc's node GC is the one under test, and a small
    * image filesystem must not evict pods). `kubelet-defaults` gives the
-   * kubelet's defaults for either, as on a stock node.
+   * kubelet's defaults for either, as on a stock node; an object gives
+   * `evictionHard` exactly (signal → threshold, e.g. `imagefs.available: 5%`).
    */
-  kubeletDisk?: { imageGc?: 'off' | 'kubelet-defaults'; eviction?: 'off' | 'kubelet-defaults' };
+  kubeletDisk?: {
+    imageGc?: 'off' | 'kubelet-defaults';
+    eviction?: 'off' | 'kubelet-defaults' | Record<string, string>;
+  };
   log?: (line: string) => void;
 }
 
@@ -141,6 +147,8 @@ async function writeNodeState(clusterDir: string, s: NodeState): Promise<void> {
   await fs.writeFile(`${file}.tmp`, JSON.stringify(s, null, 2));
   await fs.rename(`${file}.tmp`, file);
 }
+
+const execFileAsync = promisify(execFile);
 
 function run(cmd: string, args: string[]): string {
   try {
@@ -311,6 +319,33 @@ function ctr(args: string[]): string {
   return run('ctr', ['--address', CONTAINERD.socket, '-n', 'k8s.io', ...args]);
 }
 
+/** `ctr` without blocking the event loop (an import of a large archive takes seconds). */
+async function ctrAsync(args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(
+    'ctr',
+    ['--address', CONTAINERD.socket, '-n', 'k8s.io', ...args],
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  return stdout;
+}
+
+/** Images in the node's containerd (k8s.io namespace), by name. */
+export async function nodeImages(): Promise<string[]> {
+  return (await ctrAsync(['images', 'ls', '-q'])).split('\n').filter(Boolean);
+}
+
+/** Builds the images as one OCI archive and imports it into the node's containerd (there is no registry). */
+export async function importNodeImages(specs: ImageSpec[]): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-images-'));
+  try {
+    const file = path.join(dir, 'images.oci.tar');
+    await fs.writeFile(file, ociArchive(specs).archive);
+    await ctrAsync(['images', 'import', file]);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** The pause image: the host's `sleep` and its libraries, built here (nothing can be pulled). */
 async function importPauseImage(dir: string): Promise<void> {
   if (ctr(['images', 'ls', '-q']).split('\n').includes(PAUSE_IMAGE)) return;
@@ -344,9 +379,13 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 `;
   const eviction =
-    disk.eviction === 'kubelet-defaults'
-      ? "# Hard eviction at the kubelet's defaults (imagefs.available<15%, nodefs.available<10%, ...).\n"
-      : `# A small image filesystem must not evict pods.
+    typeof disk.eviction === 'object'
+      ? `evictionHard:\n${Object.entries(disk.eviction)
+          .map(([signal, value]) => `  ${signal}: ${JSON.stringify(value)}\n`)
+          .join('')}`
+      : disk.eviction === 'kubelet-defaults'
+        ? "# Hard eviction at the kubelet's defaults (imagefs.available<15%, nodefs.available<10%, ...).\n"
+        : `# A small image filesystem must not evict pods.
 evictionHard:
   memory.available: "100Mi"
   nodefs.available: "0%"

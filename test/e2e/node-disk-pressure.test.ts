@@ -8,6 +8,7 @@
 // kubelet configured as the README's "Running beside the kubelet" says (its
 // image GC off, its eviction at the defaults). Its own control plane and node
 // (.cluster-e2e-pressure), taken down at the end.
+import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
@@ -23,6 +24,7 @@ import {
   kubectlOf,
   nodeImages,
   podReady,
+  run,
 } from '../support/local-node.ts';
 
 const APP: ImageSpec = {
@@ -117,6 +119,41 @@ async function fill(
   return { imported, refused, seen: watch.seen };
 }
 
+/** Containers (and sandboxes) of a pod in the node's containerd, by the CRI's pod-name label. */
+async function podContainers(pod: string): Promise<string[]> {
+  const { stdout } = await run('ctr', [
+    '--address',
+    CONTAINERD.socket,
+    '-n',
+    'k8s.io',
+    'containers',
+    'ls',
+    '-q',
+    `labels."io.kubernetes.pod.name"==${pod}`,
+  ]);
+  return stdout.split('\n').filter(Boolean);
+}
+
+/** A pod that ran to completion (restartPolicy Never) and stays in the API: Succeeded. */
+async function completedPod(ns: string, image: string): Promise<void> {
+  await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name: 'done' },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [
+          { name: 'job', image, imagePullPolicy: 'Never', command: ['/bin/sleep', '1'] },
+        ],
+      },
+    },
+  });
+  await waitFor('the completed pod to succeed', async () => {
+    const p = await core.readNamespacedPod({ namespace: ns, name: 'done' });
+    return p.status?.phase === 'Succeeded';
+  });
+}
+
 /** The app pod (one image, a sleeping container) in a new namespace, running. */
 async function runApp(image: string): Promise<string> {
   const ns = await testNamespace(core, 'disk-pressure');
@@ -150,11 +187,16 @@ afterAll(async () => {
   await down(DIR);
 }, 300_000);
 
-test('unused images pushed past the disk while a pod runs: kubegc reclaims within the margin; no DiskPressure, no taint, no eviction; protected images kept', async () => {
+test("unused images pushed past the disk while a pod runs: kubegc reclaims within the margin; no DiskPressure, no taint, no eviction; protected images kept; a completed pod's last dead container goes", async () => {
   const nodeName = (await core.listNode()).items[0]?.metadata?.name ?? '';
   const app = APP;
   await importNodeImages([app]);
   const ns = await runApp(app.name);
+  await completedPod(ns, app.name);
+  // Its one dead container is within every per-container cap (the kubelet's
+  // and kubegc's: one kept per pod and container): only a reclaim removes it.
+  const doneBefore = await podContainers('done');
+  expect(doneBefore.length).toBeGreaterThan(0);
   const start = await availablePercent();
   log(`image filesystem ${start.toFixed(1)}% available before the fill`);
 
@@ -176,6 +218,31 @@ test('unused images pushed past the disk while a pod runs: kubegc reclaims withi
   for (const kept of [app.name, PAUSE_IMAGE, kubegcRef]) expect(images).toContain(kept);
   // kubegc removed fillers (the disk could not hold them all).
   expect(images.filter((n) => n.startsWith('kubegc.test/dp-filler:')).length).toBeLessThan(FILLERS);
+
+  // The fill brought imagefs within the margin (reclaims happened), and the
+  // reclaim removed the completed pod's dead container and sandbox, as the
+  // kubelet's DeleteAllUnusedContainers does, while the Pod stays in the API.
+  const reclaims = (
+    await kubectl(
+      'get',
+      'events',
+      '-A',
+      '--field-selector=reason=DiskPressureReclaimed',
+      '-o',
+      'name',
+    )
+  )
+    .split('\n')
+    .filter(Boolean);
+  log(
+    `kubegc: ${reclaims.length} DiskPressureReclaimed event(s); completed pod's containers before ${doneBefore.length}, after ${(await podContainers('done')).length}`,
+  );
+  expect(reclaims.length).toBeGreaterThan(0);
+  expect(await podContainers('done')).toEqual([]);
+  const done = await core.readNamespacedPod({ namespace: ns, name: 'done' });
+  expect(done.status?.phase).toBe('Succeeded');
+  // Its logs stay while the Pod exists (kubectl logs still answers).
+  expect(existsSync(`/var/log/pods/${ns}_done_${done.metadata?.uid ?? ''}`)).toBe(true);
 }, 900_000);
 
 test('the same fill on the kubelet alone (kubegc removed, the kubelet at its defaults: image GC 85/80, hard eviction): the node reports DiskPressure', async () => {

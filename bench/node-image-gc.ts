@@ -415,6 +415,14 @@ period and stops once usage is at or above ${FILL_TO_PERCENT}%.
 | --- | --- | --- |
 ${rows.map((r) => `| ${r.join(' | ')} |`).join('\n')}
 
+Why the kubelet removes the pause image here: the kubelet's image GC counts
+only containers' images as in use, not sandboxes', and relies on the runtime
+marking the sandbox image pinned. The pause image on this node is imported
+with \`ctr import\` (no registry here), and containerd labels its sandbox image
+pinned only when the CRI pulls it, so containerd reports it unpinned and the
+kubelet removes it under running sandboxes. kubegc keeps it by its sandbox
+rule (the runtime's configured sandbox image, by name) and by \`--pinned-images\`.
+
 ## Every repetition
 
 ${table(['round', 'contender', 'phase s', 'fillers', 'usage % at fill end', 's to low', 'passes', 'removed / fewest', 'usage % after', 'wrongly removed'], perRep)}

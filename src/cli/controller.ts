@@ -86,6 +86,11 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     help: 'an Orphan deletion waits this long for resources it can neither watch nor list (so that no unseen dependent keeps its reference); then it goes ahead with a warning',
     default: '2m',
   },
+  'blocked-deletion-event-after': {
+    kind: 'duration',
+    help: 'an object whose deletion the GC finalizers hold (foregroundDeletion, orphan) and that stays blocked this long gets a Warning event DeletionBlocked naming what blocks it, repeated at most every 30m (0: no events)',
+    default: '5m',
+  },
   'dry-run': {
     kind: 'bool',
     help: 'decide, log and count, but never PATCH or DELETE',
@@ -192,6 +197,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       dryRun: flags['dry-run'] as boolean,
       initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
       orphanWatchWaitMs: flags['orphan-watch-timeout'] as number,
+      blockedDeletionEventAfterMs: flags['blocked-deletion-event-after'] as number,
       informer: { minWatchTimeoutSec: (flags['min-watch-timeout'] as number) / 1000 },
       allowWrites: writesAllowed,
       // Each write's signal aborts when the tenure ends; its timeout is at most
@@ -215,6 +221,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     stalledResources: () => gc.stalledInformers(),
     queues: () => [gc.deleteQueue, gc.orphanQueue],
     isLeader: writesAllowed,
+    slis: () => gc.slis,
   });
   // Its own client: a burst of scrapes with new tokens never waits behind the
   // GC's rate limit, and never takes from it.

@@ -34,6 +34,7 @@ import {
   type ForegroundDecision,
 } from './decide.ts';
 import { StaleDecisionError } from './operations.ts';
+import { refusal } from './slis.ts';
 import {
   classifyOwnerLive,
   knownAbsent,
@@ -71,8 +72,16 @@ const DONE: Outcome = { kind: 'done' };
 
 export async function attemptToDelete(ctx: GcContext, uid: string): Promise<ProcessResult> {
   try {
-    return await attemptToDeleteItem(ctx, uid);
+    const r = await attemptToDeleteItem(ctx, uid);
+    if (r.result === 'done') ctx.slis?.succeeded(uid);
+    else if (r.result === 'error') {
+      const refused = refusal(r.error);
+      if (refused) ctx.slis?.failed(uid, refused);
+    }
+    return r;
   } catch (err) {
+    const refused = refusal(err);
+    if (refused) ctx.slis?.failed(uid, refused);
     // Throttled (a write is never re-sent on an old decision): decide again
     // once the server's Retry-After has passed, as it asked.
     if (err instanceof ApiError && err.status === 429) {
@@ -100,6 +109,7 @@ async function attemptToDeleteItem(ctx: GcContext, uid: string): Promise<Process
   for (;;) {
     const gathered = await gather(ctx, uid, source);
     if ('result' in gathered) return gathered;
+    if (gathered.deletingDependents) ctx.slis?.foregroundStarted(uid);
     const decision = gathered.deletingDependents
       ? decideDeletingDependents(gathered.snap.dependents)
       : decide({
@@ -343,7 +353,11 @@ async function carryOut(
             );
       else outcome = await deleteObject(ctx, g, decision.policy);
       if (outcome.kind === 'done')
-        reportDeleted(ctx, resource, fields, { policy: decision.policy, owners, fromGraph });
+        reportDeleted(ctx, resource, meta.uid, fields, {
+          policy: decision.policy,
+          owners,
+          fromGraph,
+        });
       return outcome;
     }
   }
@@ -476,6 +490,7 @@ async function finishForeground(
 function reportDeleted(
   ctx: GcContext,
   resource: ResourceInfo,
+  uid: string,
   fields: Record<string, unknown>,
   how: { policy: DeletionPropagation; owners: ClassifiedOwner[]; fromGraph: boolean },
 ): void {
@@ -488,6 +503,14 @@ function reportDeleted(
       lastGone = o.goneSince;
   }
   if (lastGone !== undefined) ctx.metrics?.decisionLatency?.((Date.now() - lastGone) / 1000);
+  // Collection lag runs until the informers see it gone, from the last owner
+  // known gone or, for an owner deleting its dependents, from when that began.
+  let since = lastGone;
+  for (const o of how.owners) {
+    const started = o.state === 'waiting' ? ctx.slis?.foregroundSince(o.ref.uid) : undefined;
+    if (started !== undefined && (since === undefined || started > since)) since = started;
+  }
+  ctx.slis?.collecting(uid, since ?? Date.now());
 }
 
 // ---- settle ---------------------------------------------------------------

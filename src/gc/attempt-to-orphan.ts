@@ -22,6 +22,7 @@ import { groupResource, type ObjectMeta, type ResourceInfo } from '../api/resour
 import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import { warnOnce, type GcContext } from './context.ts';
 import { ORPHAN_FINALIZER } from './decide.ts';
+import { refusal } from './slis.ts';
 
 /** Dependents patched in parallel for one owner. */
 const ORPHAN_PARALLELISM = 20;
@@ -34,7 +35,10 @@ const MAX_ROUNDS = 5;
 
 export async function attemptToOrphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const result = await orphan(ctx, uid);
-  if (result.result === 'done') ctx.state.orphanWaits.delete(uid);
+  if (result.result === 'done') {
+    ctx.state.orphanWaits.delete(uid);
+    ctx.slis?.succeeded(uid);
+  }
   return result;
 }
 
@@ -140,6 +144,8 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
       errors.push((err as Error).message);
       // RBAC (or an admission policy) refuses: say so where the user looks,
       // on the dependent and on the owner its orphan finalizer holds.
+      const refused = refusal(err);
+      if (refused) ctx.slis?.failed(uid, `orphaning ${t.kind} ${t.meta.name}: ${refused}`);
       if (err instanceof ApiError && err.status === 403) {
         warnOnce(
           ctx,
@@ -207,6 +213,8 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
     );
   } catch (err) {
     if (err instanceof ApiError && err.status === 429) return retryAfter(err.retryAfterMs ?? 1000);
+    const refused = refusal(err);
+    if (refused) ctx.slis?.failed(uid, refused);
     if (err instanceof ApiError && err.status === 403)
       warnOnce(
         ctx,

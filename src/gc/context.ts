@@ -15,6 +15,7 @@ import type { Logger } from '../log.ts';
 import type { ClassifiedOwner, DeletionPropagation } from './decide.ts';
 import type { EventRecorder } from './events.ts';
 import type { GcApi } from './operations.ts';
+import type { CollectionSlis } from './slis.ts';
 
 export interface GcMetricsHooks {
   deletion?(resource: string, policy: DeletionPropagation, dryRun: boolean): void;
@@ -56,6 +57,8 @@ export interface GcContext {
   graphFlushed?: () => Promise<void>;
   /** How long an Orphan deletion waits for resources it can neither watch nor list (default 2 min). */
   orphanWatchWaitMs?: number;
+  /** Collection lag, pending collections and blocked deletions (see slis.ts). */
+  slis?: CollectionSlis;
 }
 
 /** A live read of an owner, shared by the decisions it can serve (see owners.ts). */

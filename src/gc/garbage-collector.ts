@@ -31,6 +31,7 @@ import { attemptToOrphan, DEFAULT_ORPHAN_WATCH_WAIT_MS } from './attempt-to-orph
 import { apiEventRecorder } from './events.ts';
 import type { WriteTenure } from '../leader/lease.ts';
 import { GcApi, NotLeaderError } from './operations.ts';
+import { CollectionSlis, type BlockedEntry } from './slis.ts';
 
 export const DEFAULT_IGNORED_RESOURCES = ['events', 'events.events.k8s.io'];
 
@@ -50,7 +51,14 @@ export interface GarbageCollectorOptions {
   writeTenure?: WriteTenure;
   /** How long an Orphan deletion waits for watches that are behind before it goes ahead. */
   orphanWatchWaitMs: number;
+  /** A deletion blocked this long gets a DeletionBlocked event (0: none). */
+  blockedDeletionEventAfterMs: number;
+  /** How often blocked deletions are recomputed (the gauges' resolution). */
+  blockedSweepMs: number;
 }
+
+/** A DeletionBlocked event is repeated at most this often while the deletion stays blocked. */
+export const BLOCKED_EVENT_REPEAT_MS = 30 * 60_000;
 
 export const DEFAULT_GC_OPTIONS: GarbageCollectorOptions = {
   workers: 20,
@@ -60,6 +68,8 @@ export const DEFAULT_GC_OPTIONS: GarbageCollectorOptions = {
   dryRun: false,
   initialSyncTimeoutMs: 30_000,
   orphanWatchWaitMs: DEFAULT_ORPHAN_WATCH_WAIT_MS,
+  blockedDeletionEventAfterMs: 5 * 60_000,
+  blockedSweepMs: 10_000,
 };
 
 export interface GarbageCollectorMetrics extends GcMetricsHooks {
@@ -68,11 +78,16 @@ export interface GarbageCollectorMetrics extends GcMetricsHooks {
   discoveryError?(group: string): void;
   /** A watch line of this group-resource was not a JSON event. */
   malformedWatchEvent?(groupResource: string): void;
+  /** Seconds from the last owner known gone to the dependent's deletion seen by the informers. */
+  collectionLag?(seconds: number): void;
 }
 
 export class GarbageCollector {
   readonly graph = new OwnershipGraph();
   readonly absent = new AbsentOwnerCache(4096);
+  /** Collection lag, pending collections, blocked deletions. */
+  readonly slis: CollectionSlis;
+  private sweepTimer: NodeJS.Timeout | undefined;
   readonly propagator: Propagator;
   readonly deleteQueue: WorkQueue;
   readonly orphanQueue: WorkQueue;
@@ -115,6 +130,7 @@ export class GarbageCollector {
       [...DEFAULT_IGNORED_RESOURCES, ...this.opts.ignoredResources].map(normaliseGroupResource),
     );
     this.metrics = metrics;
+    this.slis = new CollectionSlis({ collectionLag: metrics.collectionLag });
     const onError = (queue: string) => (key: string, error: unknown, retries: number) => {
       const fields = {
         queue,
@@ -149,6 +165,8 @@ export class GarbageCollector {
         attemptToDelete: (uid) => this.deleteQueue.add(uid),
         attemptToDeleteRateLimited: (uid) => this.deleteQueue.addRateLimited(uid),
         attemptToOrphan: (uid) => this.orphanQueue.add(uid),
+        observedGone: (uid) => this.slis.gone(uid),
+        forgotten: (uid) => this.slis.forget(uid),
       },
       log,
       metrics.graphChanges,
@@ -174,6 +192,7 @@ export class GarbageCollector {
       discoveredSince: (since) => this.discoveredSince(since),
       graphFlushed: () => this.propagator.flushed(),
       orphanWatchWaitMs: this.opts.orphanWatchWaitMs,
+      slis: this.slis,
     };
   }
 
@@ -249,6 +268,8 @@ export class GarbageCollector {
     this.deleteQueue.start();
     this.orphanQueue.start();
     this.started = true;
+    this.sweepTimer = setInterval(() => this.sweepBlocked(), this.opts.blockedSweepMs);
+    this.sweepTimer.unref();
     this.log.info('garbage collector started', {
       resources: this.informers.size,
       objects: this.graph.order,
@@ -456,8 +477,65 @@ export class GarbageCollector {
     return new Map([...this.informers.entries()].map(([k, i]) => [k, i.synced]));
   }
 
+  /**
+   * Recomputes the blocked deletions (the gauges read its counts) and records
+   * a DeletionBlocked event on each one blocked for longer than
+   * --blocked-deletion-event-after, at most every 30 minutes per object.
+   */
+  sweepBlocked(): void {
+    const due = this.slis.sweep(
+      { graph: this.graph, orphanWaits: this.ctx.state.orphanWaits },
+      this.opts.dryRun ? 0 : this.opts.blockedDeletionEventAfterMs,
+      BLOCKED_EVENT_REPEAT_MS,
+    );
+    for (const e of due) void this.recordBlocked(e);
+  }
+
+  private async recordBlocked(e: BlockedEntry): Promise<void> {
+    const n = this.graph.get(e.uid);
+    if (!n || n.virtual || !this.ctx.events) return;
+    const finalizer = n.deletingDependents ? 'foregroundDeletion' : 'orphan';
+    let detail = e.detail;
+    // The finalizers that hold the dependent: one live read, only when an event is due.
+    if (e.reason === 'dependent-finalizer' && e.dependent) {
+      const d = this.graph.get(e.dependent);
+      const r = d && this.mapper.resolve(d.apiVersion, d.kind);
+      const live =
+        d && r
+          ? await this.ctx.api
+              .getMeta(r, r.namespaced ? d.namespace : '', d.name)
+              .catch(() => undefined)
+          : undefined;
+      if (live && live.uid === e.dependent && live.finalizers?.length)
+        detail += `: ${live.finalizers.join(', ')}`;
+    }
+    const minutes = Math.max(1, Math.round((Date.now() - e.since) / 60_000));
+    const note = `deletion (${finalizer}) blocked for ${minutes}m (${e.reason}): ${detail}`;
+    this.log.warn('deletion blocked', {
+      uid: e.uid,
+      kind: n.kind,
+      namespace: n.namespace,
+      name: n.name,
+      reason: e.reason,
+      detail,
+    });
+    this.ctx.events.warning(
+      {
+        apiVersion: n.apiVersion,
+        kind: n.kind,
+        namespace: n.namespace || undefined,
+        name: n.name,
+        uid: e.uid,
+      },
+      'DeletionBlocked',
+      'GarbageCollect',
+      note.slice(0, 1000),
+    );
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
     if (this.discoveryTimer) clearInterval(this.discoveryTimer);
     await this.discovering;
     await Promise.all([...this.informers.values()].map((i) => i.stop()));

@@ -244,21 +244,29 @@ export class OwnershipGraph {
     if (this.g.hasNode(dependent)) this.g.forEachInEdge(dependent, (_e, e, owner) => fn(owner, e));
   }
 
+  /** Virtual nodes, counted as they come and go (a scrape reads this; no walk over the graph). */
+  private virtualNodes = 0;
+
   countVirtual(): number {
-    let n = 0;
-    this.g.forEachNode((_k, a) => {
-      if (a.virtual) n++;
-    });
-    return n;
+    return this.virtualNodes;
   }
 
   /** Stores `attrs` itself: the propagator keeps writing to the object it added. `uid` must not be standalone. */
   addNode(attrs: NodeAttributes): void {
     this.g.addNode(attrs.uid, attrs);
+    if (attrs.virtual) this.virtualNodes++;
   }
 
   dropNode(uid: string): void {
+    if (this.nodes.get(uid)?.attributes.virtual) this.virtualNodes--;
     this.g.dropNode(uid);
+  }
+
+  /** The one writer of `virtual` on a node in the graph: keeps the count. */
+  setVirtual(node: NodeAttributes, virtual: boolean): void {
+    if (node.virtual === virtual) return;
+    node.virtual = virtual;
+    if (this.nodes.get(node.uid)?.attributes === node) this.virtualNodes += virtual ? 1 : -1;
   }
 
   // Edge keys from a counter: graphology's own generator builds a longer

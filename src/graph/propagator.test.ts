@@ -716,3 +716,33 @@ describe('flushed()', () => {
     await expect(p.flushed()).resolves.toBeUndefined();
   });
 });
+
+test('the virtual-node count kept as nodes change equals a walk over the graph, through any sequence of events', () => {
+  // A seeded sequence over a few UIDs: creations with references to each
+  // other, deletes, re-creations and verified-absent owners.
+  let seed = 7;
+  const random = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return (seed >>> 16) % n;
+  };
+  const uids = ['a', 'b', 'c', 'd', 'e', 'f'];
+  let sawVirtual = 0;
+  for (let run = 0; run < 20; run++) {
+    const { graph, apply } = setup();
+    for (let step = 0; step < 200; step++) {
+      const uid = uids[random(uids.length)] as string;
+      const owners = uids.filter((u) => u !== uid && random(3) === 0).map((u) => ref(u));
+      const kind = random(4);
+      if (kind === 0) apply(del(meta(uid)));
+      else if (kind === 1) apply(virtualDelete(cmIdentity(uid)));
+      else apply(upsert(meta(uid, { ownerReferences: owners })));
+      let walked = 0;
+      graph.g.forEachNode((_k, a) => {
+        if (a.virtual) walked++;
+      });
+      expect(graph.countVirtual()).toBe(walked);
+      sawVirtual += walked;
+    }
+  }
+  expect(sawVirtual).toBeGreaterThan(100);
+});

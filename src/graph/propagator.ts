@@ -47,6 +47,10 @@ export interface PropagatorSinks {
   /** Re-check later with backoff (a virtual node whose identity is being re-verified). */
   attemptToDeleteRateLimited(uid: string): void;
   attemptToOrphan(uid: string): void;
+  /** The informers saw an object deleted (or a worker verified it gone). */
+  observedGone?(uid: string): void;
+  /** An object no informer reports on any more (its resource left discovery): nothing more will be heard of it. */
+  forgotten?(uid: string): void;
 }
 
 export interface GraphChangeMetrics {
@@ -305,6 +309,7 @@ export class Propagator {
    * it leaves the graph. Never "gone": nothing says it was deleted.
    */
   private unobserve(uid: string): void {
+    this.sinks.forgotten?.(uid);
     const node = this.graph.node(uid);
     if (!node) {
       this.graph.dropStandalone(uid);
@@ -417,7 +422,7 @@ export class Propagator {
       if (!sameCoordinates({ ...ref, namespace: claimedNamespace }, observed))
         this.sinks.attemptToDelete(dep);
     }
-    node.virtual = false;
+    this.graph.setVirtual(node, false);
   }
 
   /** A reference as the graph keeps it: strings shared with the owner's node and the interner. */
@@ -606,6 +611,7 @@ export class Propagator {
 
   /** An informer saw the object go (or a re-list no longer has it). */
   private removeObserved(uid: string): void {
+    this.sinks.observedGone?.(uid);
     const node = this.graph.node(uid);
     if (node) this.removeNode(node);
     // In no relation: nothing depends on it and nothing is queued for it.
@@ -636,7 +642,7 @@ export class Propagator {
   /** An observed node becomes an owner known only from its dependents: its own edges and state go. */
   private makeVirtual(node: NodeAttributes, owners: readonly string[]): void {
     for (const o of owners) this.graph.dropEdge(o, node.uid);
-    node.virtual = true;
+    this.graph.setVirtual(node, true);
     node.beingDeleted = false;
     node.deletingDependents = false;
     node.hasOrphanFinalizer = false;
@@ -675,6 +681,7 @@ export class Propagator {
         for (const dep of matching) this.sinks.attemptToDelete(dep);
         return;
       }
+      this.sinks.observedGone?.(node.uid);
       this.removeNode(node);
       return;
     }

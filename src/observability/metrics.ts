@@ -4,6 +4,7 @@
 // the README's metrics table.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GarbageCollectorMetrics } from '../gc/garbage-collector.ts';
+import { BLOCKED_REASONS, type CollectionSlis } from '../gc/slis.ts';
 import type { WorkQueue, WorkQueueMetrics } from '../queue/workqueue.ts';
 
 const LATENCY_BUCKETS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10];
@@ -17,6 +18,8 @@ export interface GcStateForMetrics {
   stalledResources?(): string[];
   queues(): WorkQueue[];
   isLeader(): boolean;
+  /** Pending collections and blocked deletions (read at scrape: counts, never a walk). */
+  slis?(): CollectionSlis;
 }
 
 export interface ControllerMetrics {
@@ -167,6 +170,50 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
     registers: r,
   });
 
+  const collectionLag = new Histogram({
+    name: 'kubegc_collection_lag_seconds',
+    help: "From the moment the GC learnt that a dependent's last owner is gone (or, for Foreground, that its owner started deleting) to the dependent's deletion seen by the informers",
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+    registers: r,
+  });
+  new Gauge({
+    name: 'kubegc_pending_collections',
+    help: 'Objects the GC asked the API server to delete that still exist',
+    registers: r,
+    collect() {
+      this.set(state?.slis?.().pendingCount ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_oldest_pending_collection_seconds',
+    help: 'Age of the oldest pending collection (since its DELETE), 0 when none',
+    registers: r,
+    collect() {
+      this.set(state?.slis?.().oldestPendingSeconds() ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_blocked_deletions',
+    help: 'Objects with a deletionTimestamp and a GC finalizer (foregroundDeletion, orphan) that are not finishing, by why',
+    labelNames: ['reason'],
+    registers: r,
+    collect() {
+      const s = state?.slis?.();
+      for (const reason of BLOCKED_REASONS) this.set({ reason }, s?.blockedCount(reason) ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kubegc_oldest_blocked_deletion_seconds',
+    help: 'How long the oldest deletion blocked for this reason has been, 0 when none',
+    labelNames: ['reason'],
+    registers: r,
+    collect() {
+      const s = state?.slis?.();
+      for (const reason of BLOCKED_REASONS)
+        this.set({ reason }, s?.oldestBlockedSeconds(reason) ?? 0);
+    },
+  });
+
   const workqueue: WorkQueueMetrics = {
     add: (name) => adds.inc({ name }),
     depth: (name, d) => depth.set({ name }, d),
@@ -191,6 +238,7 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
       decisionLatency: (seconds) => decisionLatency.observe(seconds),
       discoveryError: () => syncErrors.inc(),
       malformedWatchEvent: (resource) => malformedWatchEvents.inc({ resource }),
+      collectionLag: (seconds) => collectionLag.observe(seconds),
     },
     apiRequest: (verb, status) => apiRequests.inc({ verb, code: String(status) }),
     bind(s) {

@@ -99,6 +99,7 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
         behind: behind.map(groupResource),
         found: listed.length,
       });
+    wait.unreadable = unreadable.length > 0 ? unreadable : undefined;
     if (unreadable.length > 0) {
       const at = { ...fields, unreadable };
       if (waited < limit) {

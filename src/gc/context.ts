@@ -72,6 +72,8 @@ export interface OrphanWait {
   since: number;
   rv: string;
   logged: boolean;
+  /** What it last could neither watch nor list (for the blocked-deletion gauges and event). */
+  unreadable?: string[];
 }
 
 const WARNED_CAPACITY = 10_000;

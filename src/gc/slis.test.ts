@@ -188,13 +188,17 @@ describe('the sweep: gauges and DeletionBlocked events', () => {
   test('an Orphan deletion waiting for watches counts after a grace; a refused orphaning is write-refused', () => {
     const { graph, slis, upsert, advance, now } = setup();
     upsert(meta('o', { deletionTimestamp: TS, finalizers: ['orphan'] }));
-    const waits = new Map([['o', { since: now() }]]);
+    const waits = new Map<string, { since: number; unreadable?: string[] }>([
+      ['o', { since: now(), unreadable: ['secrets (403 Forbidden)'] }],
+    ]);
     const sweep = () => slis.sweep({ graph, orphanWaits: waits }, 0, 0);
     sweep();
     expect(slis.blockedCount('orphan-waiting-for-watches')).toBe(0);
     advance(slis.orphanGraceMs);
     sweep();
     expect(slis.blockedCount('orphan-waiting-for-watches')).toBe(1);
+    // The event names what it cannot read.
+    expect([...slis.blockedEntries()][0]?.detail).toContain('secrets (403 Forbidden)');
     slis.failed('o', '403 Forbidden: no');
     sweep();
     expect(slis.blockedCount('orphan-waiting-for-watches')).toBe(0);

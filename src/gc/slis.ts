@@ -58,7 +58,7 @@ export interface BlockedEntry extends Blocker {
 export interface SweepInputs {
   graph: OwnershipGraph;
   /** Owners deleted with Orphan that wait for watches: since when. */
-  orphanWaits: ReadonlyMap<string, { since: number }>;
+  orphanWaits: ReadonlyMap<string, { since: number; unreadable?: readonly string[] }>;
 }
 
 /** Blocking dependents followed at most this deep when looking for a cycle or a chain. */
@@ -297,8 +297,9 @@ export class CollectionSlis {
           uid,
           {
             reason: 'orphan-waiting-for-watches',
-            detail:
-              'its Orphan deletion waits until every watch that could hold a dependent has caught up, or its resource has been listed (see the kubegc logs for which)',
+            detail: wait.unreadable?.length
+              ? `its Orphan deletion waits for resources kubegc can neither watch nor list: ${wait.unreadable.join(', ')}`
+              : 'its Orphan deletion waits until every watch that could hold a dependent has caught up, or its resource has been listed',
           },
           wait.since,
         );

@@ -11,6 +11,7 @@ import { Propagator, type GraphEvent } from '../graph/propagator.ts';
 import { silentLogger } from '../log.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
 import { WorkerState, type GcContext } from './context.ts';
+import { CollectionSlis } from './slis.ts';
 import type { DeletionPropagation } from './decide.ts';
 import {
   StaleDecisionError,
@@ -144,6 +145,8 @@ function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean 
   const graph = new OwnershipGraph();
   const absent = new AbsentOwnerCache();
   const queued: string[] = [];
+  const lags: number[] = [];
+  const slis = new CollectionSlis({ collectionLag: (s) => lags.push(s) });
   const propagator = new Propagator(
     graph,
     absent,
@@ -151,6 +154,7 @@ function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean 
       attemptToDelete: (uid) => queued.push(uid),
       attemptToDeleteRateLimited: (uid) => queued.push(uid),
       attemptToOrphan: () => undefined,
+      observedGone: (uid) => slis.gone(uid),
     },
     silentLogger,
   );
@@ -167,12 +171,13 @@ function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean 
     dryRun: false,
     state: new WorkerState(),
     metrics: { decisionLatency: (s) => latencies.push(s) },
+    slis,
   };
   const observe = (m: ObjectMeta): void =>
     propagator.apply({ type: 'upsert', resource: CONFIGMAPS, meta: m });
   const observeDelete = (m: ObjectMeta): void =>
     propagator.apply({ type: 'delete', resource: CONFIGMAPS, meta: m });
-  return { ctx, graph, absent, queued, observe, observeDelete, latencies, ...fake };
+  return { ctx, graph, absent, queued, observe, observeDelete, latencies, slis, lags, ...fake };
 }
 
 const owner: ObjectMeta = { uid: 'o', name: 'cm-o', namespace: 'ns', resourceVersion: '1' };
@@ -206,6 +211,32 @@ test('owner observed deleted: the dependent is deleted from the graph copy, with
   ]);
   expect(objects.has('dep')).toBe(false);
   expect(t.latencies).toHaveLength(1);
+});
+
+describe('collection lag: one observation per object the GC deleted, whichever comes first', () => {
+  test('the DELETE answer, then the watch event', async () => {
+    const t = setup(new Map([[dependent.name, { ...dependent }]]));
+    t.observe(owner);
+    t.observe(dependent);
+    t.observeDelete(owner);
+    await attemptToDelete(t.ctx, 'd');
+    expect(t.slis.pendingCount).toBe(1);
+    expect(t.lags).toEqual([]);
+    t.observeDelete(dependent);
+    expect(t.slis.pendingCount).toBe(0);
+    expect(t.lags).toHaveLength(1);
+  });
+
+  test('the watch event handled before the DELETE answer: nothing is left pending', async () => {
+    const t = setup(new Map([[dependent.name, { ...dependent }]]));
+    t.observe(owner);
+    t.observe(dependent);
+    t.observeDelete(owner);
+    t.before.delete = () => t.observeDelete(dependent);
+    await attemptToDelete(t.ctx, 'd');
+    expect(t.slis.pendingCount).toBe(0);
+    expect(t.lags).toHaveLength(1);
+  });
 });
 
 test('owner observed in foreground deletion: a leaf is deleted Background and a middle object Foreground, from the graph copy', async () => {

@@ -510,7 +510,10 @@ function reportDeleted(
     const started = o.state === 'waiting' ? ctx.slis?.foregroundSince(o.ref.uid) : undefined;
     if (started !== undefined && (since === undefined || started > since)) since = started;
   }
-  ctx.slis?.collecting(uid, since ?? Date.now());
+  // The watch's DELETED event may have been handled before this answer came:
+  // the object then has left the graph, or stays only as a virtual owner.
+  const present = ctx.graph.has(uid) && ctx.graph.get(uid)?.virtual !== true;
+  ctx.slis?.collecting(uid, since ?? Date.now(), !present);
 }
 
 // ---- settle ---------------------------------------------------------------

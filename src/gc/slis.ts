@@ -192,8 +192,16 @@ export class CollectionSlis {
 
   // ---- pending collections and lag ----------------------------------------
 
-  /** The GC asked for `uid` to be deleted; `since`: when its last owner was known gone. */
-  collecting(uid: string, since: number): void {
+  /**
+   * The API server accepted the GC's DELETE of `uid`; `since`: when its last
+   * owner was known gone. `alreadyGone`: the informers' DELETED event was
+   * handled before the DELETE's answer (they race), so the lag ends now.
+   */
+  collecting(uid: string, since: number, alreadyGone = false): void {
+    if (alreadyGone) {
+      this.hooks.collectionLag?.(Math.max(0, this.now() - since) / 1000);
+      return;
+    }
     if (!this.pending.has(uid)) this.pending.set(uid, { since, askedAt: this.now() });
   }
 

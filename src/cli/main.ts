@@ -12,6 +12,10 @@ const COMMANDS: Record<string, { summary: string; load?: () => Promise<Command> 
     summary: 'owner-reference garbage collection for the whole cluster',
     load: async () => (await import('./controller.ts')).controllerCommand,
   },
+  doctor: {
+    summary: 'what is stuck in deletion, leaked or invalid, cluster-wide (read-only)',
+    load: async () => (await import('./doctor.ts')).doctorCommand,
+  },
   explain: {
     summary: 'why an object is or is not being collected (read-only, any cluster)',
     load: async () => (await import('./explain.ts')).explainCommand,

@@ -1,0 +1,122 @@
+// `kubegc doctor [-n NAMESPACE] [--older-than DURATION] [-o text|json]`:
+// read-only. Exit status: 0 nothing found, 1 findings, 2 usage error (main.ts),
+// 3 the scan could not complete (docs/doctor.md).
+import { KubeClient, loadKubeConfig } from '../api/client.ts';
+import { analyze, exitCode } from '../doctor/analyze.ts';
+import { renderText } from '../doctor/render.ts';
+import { ScanError, scan } from '../doctor/scan.ts';
+import { VERSION } from '../version.ts';
+import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
+
+export const EXIT_SCAN_INCOMPLETE = 3;
+
+export const DOCTOR_FLAGS: FlagSpecs = {
+  'older-than': {
+    kind: 'duration',
+    help: 'only what has been stuck (since deletionTimestamp) or leaking (since the dependent was created: an upper bound of how long) at least this long, e.g. 10m, 24h',
+    default: '0',
+  },
+  namespace: {
+    kind: 'string',
+    short: 'n',
+    help: 'only findings in this namespace (and the namespace itself); cluster-scoped objects are still read, as owners',
+  },
+  output: {
+    kind: 'string',
+    short: 'o',
+    help: 'text or json',
+    default: 'text',
+    validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
+  },
+  kubeconfig: {
+    kind: 'string',
+    help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
+  },
+  concurrency: {
+    kind: 'int',
+    help: 'resources listed at once',
+    default: '6',
+    validate: (v) => ((v as number) >= 1 && (v as number) <= 32 ? undefined : 'must be 1 to 32'),
+  },
+  help: { kind: 'bool', help: 'show this help' },
+};
+
+export const DOCTOR_USAGE = `usage: kubegc doctor [-n NAMESPACE] [--older-than DURATION] [-o text|json]
+
+Scans the cluster (metadata-only, paginated LISTs; namespaces and APIServices
+in full) and reports, oldest first:
+  - objects stuck in deletion and what holds them: the chain of blocking
+    dependents down to the foreign finalizer, or the cycle;
+  - namespaces stuck in Terminating and why: the namespace controller's
+    conditions, what is left in them, unavailable APIServices;
+  - dependents whose owners are all gone (leaks), owner references across
+    namespaces, to kinds no API serves, and cycles of blocking references.
+Read-only (GET and LIST); needs only list permission; works with or without a
+running kubegc. A resource it cannot list is named under "not scanned" and
+nothing is concluded from it.
+
+exit status: 0 nothing found, 1 findings, 2 usage error, 3 the scan could not
+complete (the API server unreachable, discovery failed)
+
+examples:
+  kubegc doctor
+  kubegc doctor --older-than 1h -o json | jq '.findings[] | select(.kind == "stuck-deletion")'
+  kubegc doctor -n shop
+
+flags:
+${formatFlags(DOCTOR_FLAGS)}`;
+
+export async function doctorCommand(argv: string[]): Promise<number> {
+  const { flags, args } = parseFlags(argv, DOCTOR_FLAGS);
+  if (flags.help) {
+    console.log(DOCTOR_USAGE);
+    return 0;
+  }
+  if (args.length > 0)
+    throw new UsageError(
+      `doctor takes no arguments, got "${args.join(' ')}" (see kubegc doctor --help)`,
+    );
+  const namespace = flags.namespace as string | undefined;
+  if (namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace))
+    throw new UsageError(`--namespace: "${namespace}" is not a valid namespace name`);
+  let kc;
+  try {
+    kc = await loadKubeConfig(flags.kubeconfig as string | undefined);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  let client: KubeClient | undefined;
+  try {
+    client = await KubeClient.create(kc, { userAgent: `kubegc/${VERSION} doctor` });
+    const snapshot = await scan(client, {
+      namespace,
+      concurrency: flags.concurrency as number,
+    });
+    if (namespace && snapshot.namespaces && !snapshot.namespaces.some((n) => n.name === namespace))
+      throw new UsageError(`namespace "${namespace}" not found`);
+    const olderThanMs = flags['older-than'] as number;
+    const report = analyze(snapshot, {
+      now: Date.now(),
+      olderThanSeconds: olderThanMs > 0 ? Math.floor(olderThanMs / 1000) : undefined,
+    });
+    if (flags.output === 'json') {
+      for (const n of report.notScanned)
+        console.error(`kubegc doctor: warning: not scanned: ${n.resource}: ${n.error}`);
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    } else process.stdout.write(renderText(report));
+    return exitCode(report);
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    // Anything else must not read as "1: findings".
+    const message =
+      err instanceof ScanError
+        ? err.message
+        : err instanceof Error
+          ? (err.stack ?? err.message)
+          : String(err);
+    console.error(`kubegc doctor: the scan could not complete: ${message}`);
+    return EXIT_SCAN_INCOMPLETE;
+  } finally {
+    client?.close();
+  }
+}

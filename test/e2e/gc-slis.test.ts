@@ -5,10 +5,14 @@
 // removing its blocker: a Foreground owner held by a dependent with a foreign
 // finalizer, a blocking dependent whose delete RBAC refuses, and an Orphan
 // deletion held while RBAC refuses the watch of one resource.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
+import { kubegcArgv } from '../../cluster/kubegc-command.ts';
 import type { Cluster } from '../../cluster/controlplane.ts';
 import { KubeClient, loadKubeConfig } from '../../src/api/client.ts';
 import { discover } from '../../src/api/discovery.ts';
+import type { Report, StuckDeletion } from '../../src/doctor/analyze.ts';
 import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
 import {
   applyMetricsReaderRoles,
@@ -86,6 +90,22 @@ async function blockedEvent(ns: string, uid: string): Promise<k8s.EventsV1Event[
   const events = c.kc.makeApiClient(k8s.EventsV1Api);
   return (await events.listNamespacedEvent({ namespace: ns })).items.filter(
     (e) => e.reason === 'DeletionBlocked' && e.regarding?.uid === uid,
+  );
+}
+
+/** `kubegc doctor -n NS -o json` (exit 1: findings) and its stuck deletion of `uid`. */
+async function doctorStuck(ns: string, uid: string): Promise<StuckDeletion | undefined> {
+  const out = await promisify(execFile)(
+    process.execPath,
+    kubegcArgv(['doctor', '--kubeconfig', cluster.kubeconfig, '-n', ns, '-o', 'json']),
+  ).then(
+    (r) => ({ code: 0, stdout: r.stdout }),
+    (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+  );
+  expect(out.code).toBe(1);
+  const report = JSON.parse(out.stdout) as Report;
+  return report.findings.find(
+    (f): f is StuckDeletion => f.kind === 'stuck-deletion' && f.object.uid === uid,
   );
 }
 
@@ -281,6 +301,11 @@ test('a blocking dependent whose delete RBAC refuses: dependent-undeletable with
   expect(during('kubegc_blocked_deletions', reason)).toBeGreaterThanOrEqual(1);
   expect(await read(c, owner)).toBeDefined();
   expect(await read(c, dep)).toBeDefined();
+  // doctor, from the cluster alone, names the same blocker: the Secret nobody could delete.
+  const stuck = await doctorStuck(ns, owner.uid);
+  expect(stuck?.gcFinalizers).toEqual(['foregroundDeletion']);
+  expect(stuck?.blockers[0]?.state).toBe('not-deleted');
+  expect(stuck?.chain.at(-1)?.uid).toBe(dep.uid);
 
   await c.core.deleteNamespacedSecret({ namespace: ns, name: 'dep' });
   await waitFor('the owner to finish deleting', () => isGone(c, owner));
@@ -318,6 +343,9 @@ test('an Orphan deletion held while RBAC refuses the watch of secrets: orphan-wa
   expect(during('kubegc_blocked_deletions', reason)).toBeGreaterThanOrEqual(1);
   const live = await c.core.readNamespacedConfigMap({ namespace: ns, name: 'dep' });
   expect(live.metadata?.ownerReferences?.map((r) => r.uid)).toEqual([owner.uid]);
+  const stuck = await doctorStuck(ns, owner.uid);
+  expect(stuck?.gcFinalizers).toEqual(['orphan']);
+  expect(stuck?.dependents).toBe(1);
 
   await sa.grant();
   await waitFor('the owner to finish deleting', () => isGone(c, owner), { timeoutMs: 90_000 });

@@ -12,6 +12,7 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
 import type { KubeConfigLike } from './kubeconfig.ts';
+import { decodeStatus, FrameReader, isProtobufContentType } from './protobuf-meta.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 export interface ClientOptions {
@@ -142,6 +143,26 @@ export interface RequestOptions {
    * not survive the wait: the caller gets the ApiError and decides again.
    */
   retryThrottled?: boolean;
+  /**
+   * Decodes a 2xx answer's body (default: JSON). Given with an Accept that
+   * offers protobuf first: the server picks, and the Content-Type says which.
+   */
+  decode?: (body: Buffer, contentType: string | undefined) => unknown;
+}
+
+/**
+ * The text of a non-2xx answer for ApiError: a Status in JSON as the server
+ * sent it, or the protobuf Status one negotiated with protobuf first turned
+ * into the same JSON (its code, reason and message), so that every caller
+ * reads errors one way.
+ */
+export function errorBodyText(body: Buffer, contentType: string | undefined): string {
+  if (!isProtobufContentType(contentType)) return body.toString('utf8');
+  try {
+    return JSON.stringify({ kind: 'Status', ...decodeStatus(body) });
+  } catch {
+    return `(an undecodable protobuf answer of ${body.length} bytes)`;
+  }
 }
 
 const MAX_THROTTLE_RETRIES = 10;
@@ -304,9 +325,13 @@ export class KubeClient {
         const message = o.signal?.aborted ? abortedMessage(o.signal) : (err as Error).message;
         throw new ApiError(method, path, 0, message);
       }
-      const { status, text } = answer;
+      const { status, body, contentType } = answer;
       this.opts.onRequest?.(verb, status);
-      if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
+      if (status >= 200 && status < 300) {
+        if (o.decode) return o.decode(body, contentType) as T;
+        return (body.length > 0 ? JSON.parse(body.toString('utf8')) : undefined) as T;
+      }
+      const text = errorBodyText(body, contentType);
       const retryAfter = Number(answer.retryAfter);
       if (
         (status === 429 || (status >= 500 && retryAfter > 0)) &&
@@ -347,12 +372,13 @@ export class KubeClient {
       // The server chose HTTP/1.1 for the connection: use it from now on.
     }
     const res = await this.send(method, path, o, this.agent, prepared);
-    const text = await readBody(res);
+    const body = await readBodyBytes(res);
     const retryAfter = res.headers['retry-after'];
     return {
       status: res.statusCode ?? 0,
       retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
-      text,
+      contentType: res.headers['content-type'],
+      body,
     };
   }
 
@@ -362,17 +388,19 @@ export class KubeClient {
   }
 
   /**
-   * Opens a watch stream and calls `onLine` for each JSON line until the stream
-   * ends (resolves), fails (rejects) or `signal` aborts (resolves). An
-   * exception thrown by `onLine` ends the stream and rejects with it; no line
-   * is delivered after `signal` has aborted.
+   * Opens a watch stream: `onOpen` once the server has answered 2xx, then
+   * `onLine` for each JSON line, or `onFrame` for each length-prefixed frame
+   * when the server chose protobuf (an Accept that offers it first), until
+   * the stream ends (resolves), fails (rejects) or `signal` aborts
+   * (resolves). An exception thrown by a callback ends the stream and
+   * rejects with it; nothing is delivered after `signal` has aborted.
    */
-  /** A watch: `onOpen` once the server has answered 2xx, then `onLine` per line until the stream ends. */
   async stream(
     path: string,
     o: RequestOptions,
-    onOpen: () => void,
+    onOpen: (contentType: string | undefined) => void,
     onLine: (line: string) => void,
+    onFrame?: (frame: Uint8Array) => void,
   ): Promise<void> {
     await this.bucket.take();
     if (o.signal?.aborted) return;
@@ -390,7 +418,14 @@ export class KubeClient {
     };
     o.signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await this.streamAnswer(path, o, beforeAnswer.signal, onOpen, onLine, (r) => (res = r));
+      await this.streamAnswer(
+        path,
+        o,
+        beforeAnswer.signal,
+        onOpen,
+        { onLine, onFrame },
+        (r) => (res = r),
+      );
     } finally {
       o.signal?.removeEventListener('abort', onAbort);
     }
@@ -400,8 +435,8 @@ export class KubeClient {
     path: string,
     o: RequestOptions,
     signal: AbortSignal,
-    onOpen: () => void,
-    onLine: (line: string) => void,
+    onOpen: (contentType: string | undefined) => void,
+    deliver: { onLine: (line: string) => void; onFrame?: (frame: Uint8Array) => void },
     answered: (res: http.IncomingMessage) => void,
   ): Promise<void> {
     let res: http.IncomingMessage;
@@ -426,14 +461,38 @@ export class KubeClient {
     if (status < 200 || status >= 300)
       throw new ApiError('WATCH', path, status, await readBody(res));
     res.socket?.setKeepAlive(true, 30_000);
-    onOpen();
+    const contentType = res.headers['content-type'];
+    const frames = isProtobufContentType(contentType) ? new FrameReader() : undefined;
+    if (frames && !deliver.onFrame) {
+      res.destroy();
+      throw new ApiError('WATCH', path, status, `unexpected protobuf answer (${contentType})`);
+    }
+    onOpen(contentType);
     await new Promise<void>((resolve, reject) => {
       let buffered = '';
       let failed = false;
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
+      // Never let a callback's exception escape: thrown in an event listener,
+      // it would end the process. Reject first: destroying the response reports 'aborted'.
+      const fail = (err: unknown): void => {
+        failed = true;
+        reject(err);
+        res.destroy();
+      };
+      if (!frames) res.setEncoding('utf8');
+      res.on('data', (chunk: string | Buffer) => {
         if (failed) return;
-        buffered += chunk;
+        if (frames) {
+          try {
+            for (const frame of frames.push(chunk as Buffer)) {
+              if (o.signal?.aborted) return;
+              deliver.onFrame?.(frame);
+            }
+          } catch (err) {
+            fail(err);
+          }
+          return;
+        }
+        buffered += chunk as string;
         let nl: number;
         while ((nl = buffered.indexOf('\n')) !== -1) {
           if (o.signal?.aborted) return;
@@ -441,18 +500,26 @@ export class KubeClient {
           buffered = buffered.slice(nl + 1);
           if (!line.trim()) continue;
           try {
-            onLine(line);
+            deliver.onLine(line);
           } catch (err) {
-            // Never let it escape: thrown in an event listener, it would end the
-            // process. Reject first: destroying the response reports 'aborted'.
-            failed = true;
-            reject(err);
-            res.destroy();
+            fail(err);
             return;
           }
         }
       });
-      res.on('end', () => resolve());
+      res.on('end', () => {
+        if (failed) return;
+        // A stream that stops inside a frame lost an event: a decode error, as a cut JSON line is malformed.
+        if (frames && frames.buffered > 0 && !o.signal?.aborted) {
+          try {
+            frames.end();
+          } catch (err) {
+            fail(err);
+            return;
+          }
+        }
+        resolve();
+      });
       res.on('error', (err) => (o.signal?.aborted ? resolve() : reject(err)));
       res.on('aborted', () =>
         o.signal?.aborted ? resolve() : reject(new Error('watch stream aborted')),
@@ -484,7 +551,8 @@ function abortedMessage(signal: AbortSignal): string {
 interface Answer {
   status: number;
   retryAfter: string | undefined;
-  text: string;
+  contentType: string | undefined;
+  body: Buffer;
 }
 
 interface Http2HealthOptions {
@@ -626,6 +694,7 @@ class Http2Connection {
       if (this.active++ === 0) session.ref();
       let status = 0;
       let retryAfter: string | undefined;
+      let contentType: string | undefined;
       const chunks: Buffer[] = [];
       let failure: Error | undefined;
       if (o.timeoutMs) {
@@ -648,6 +717,8 @@ class Http2Connection {
         status = Number(h[':status'] ?? 0);
         const ra = h['retry-after'];
         retryAfter = typeof ra === 'string' ? ra : undefined;
+        const ct = h['content-type'];
+        contentType = typeof ct === 'string' ? ct : undefined;
       });
       req.on('data', (c: Buffer) => {
         this.noteRead(session);
@@ -662,7 +733,7 @@ class Http2Connection {
         signal?.removeEventListener('abort', onAbort);
         if (--this.active === 0 && !session.destroyed) session.unref();
         if (status !== 0 && !failure) {
-          resolve({ status, retryAfter, text: Buffer.concat(chunks).toString('utf8') });
+          resolve({ status, retryAfter, contentType, body: Buffer.concat(chunks) });
           return;
         }
         if (failure) this.noteRefusal(failure);
@@ -693,13 +764,17 @@ class Http2Connection {
 }
 
 function readBody(res: http.IncomingMessage): Promise<string> {
+  return readBodyBytes(res).then((b) => errorBodyText(b, res.headers['content-type']));
+}
+
+function readBodyBytes(res: http.IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     res.on('data', (c: Buffer) => chunks.push(c));
     let ended = false;
     res.on('end', () => {
       ended = true;
-      resolve(Buffer.concat(chunks).toString('utf8'));
+      resolve(Buffer.concat(chunks));
     });
     res.on('error', reject);
     // Destroyed before its end (the request's signal aborted): never a success.

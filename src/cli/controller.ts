@@ -64,6 +64,15 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     default: String(DEFAULT_CLIENT_OPTIONS.burst),
     validate: atLeast(1),
   },
+  'kube-api-content-type': {
+    kind: 'string',
+    help: "how lists and watches ask for metadata: application/vnd.kubernetes.protobuf (first, JSON as the server's fallback, as kube-controller-manager does; a resource whose protobuf cannot be decoded falls back to JSON) or application/json",
+    default: 'application/vnd.kubernetes.protobuf',
+    validate: (v) =>
+      v === 'application/vnd.kubernetes.protobuf' || v === 'application/json'
+        ? undefined
+        : 'must be application/vnd.kubernetes.protobuf or application/json',
+  },
   'request-timeout': {
     kind: 'duration',
     help: 'timeout of one API request (watches excepted)',
@@ -198,7 +207,10 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
       orphanWatchWaitMs: flags['orphan-watch-timeout'] as number,
       blockedDeletionEventAfterMs: flags['blocked-deletion-event-after'] as number,
-      informer: { minWatchTimeoutSec: (flags['min-watch-timeout'] as number) / 1000 },
+      informer: {
+        minWatchTimeoutSec: (flags['min-watch-timeout'] as number) / 1000,
+        protobuf: flags['kube-api-content-type'] === 'application/vnd.kubernetes.protobuf',
+      },
       allowWrites: writesAllowed,
       // Each write's signal aborts when the tenure ends; its timeout is at most
       // leaseDuration − renewDeadline (elector.writeTimeoutMs).

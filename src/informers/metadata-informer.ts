@@ -8,6 +8,16 @@
 // vanished meanwhile.
 import { ApiError, METADATA_ACCEPT, METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
 import {
+  decodePartialObjectMetadataList,
+  decodeWatchFrame,
+  isProtobufContentType,
+  ProtobufDecodeError,
+  PROTOBUF_METADATA_ACCEPT,
+  PROTOBUF_METADATA_LIST_ACCEPT,
+  type MetadataList,
+  type WatchFrame,
+} from '../api/protobuf-meta.ts';
+import {
   collectionPath,
   groupResource,
   trimMeta,
@@ -23,6 +33,13 @@ export type InformerEvent =
 
 export interface InformerOptions {
   pageSize: number;
+  /**
+   * Ask for metadata as protobuf first (as client-go's metadata client
+   * does), JSON as the server's fallback: decoded without JSON.parse and
+   * without materialising managedFields. A resource whose protobuf answer
+   * cannot be decoded uses JSON from then on.
+   */
+  protobuf: boolean;
   /**
    * List with a watch-list (watch, sendInitialEvents=true): one stream
    * instead of a page at a time, no whole page held as one string, and the
@@ -57,6 +74,7 @@ export interface InformerOptions {
 
 export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
   pageSize: 500,
+  protobuf: true,
   watchList: true,
   watchListQuietMs: 10_000,
   // Two minutes: a watch-list is served from the watch cache and sends even
@@ -73,6 +91,63 @@ export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
 };
 
 class GoneError extends Error {}
+
+/** A JSON list answer as the protobuf decoder gives it: trimmed metadata, in order. */
+function jsonList(body: Buffer): MetadataList {
+  const page = JSON.parse(body.toString('utf8')) as {
+    metadata?: { resourceVersion?: string; continue?: string };
+    items?: { metadata?: RawMeta }[];
+  };
+  const items: ObjectMeta[] = [];
+  for (const item of page.items ?? []) {
+    const meta = trimMeta(item.metadata);
+    if (meta) items.push(meta);
+  }
+  return {
+    items,
+    resourceVersion: page.metadata?.resourceVersion ?? '',
+    continue: page.metadata?.continue || undefined,
+  };
+}
+
+function decodeList(body: Buffer, contentType: string | undefined): MetadataList {
+  return isProtobufContentType(contentType)
+    ? decodePartialObjectMetadataList(body)
+    : jsonList(body);
+}
+
+/** A JSON watch line as the protobuf decoder gives a frame; null when it is no JSON event. */
+function jsonWatchEvent(line: string): WatchFrame | null {
+  let ev: unknown;
+  try {
+    ev = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  if (typeof ev !== 'object' || ev === null) return null;
+  const { type, object: obj } = ev as {
+    type?: unknown;
+    object?: { metadata?: RawMeta; code?: number; reason?: string; message?: string };
+  };
+  const frame: WatchFrame = { type: typeof type === 'string' ? type : '' };
+  switch (frame.type) {
+    case 'ADDED':
+    case 'MODIFIED':
+    case 'DELETED': {
+      const meta = trimMeta(obj?.metadata);
+      if (meta) frame.meta = meta;
+      break;
+    }
+    case 'BOOKMARK':
+      if (obj?.metadata?.resourceVersion) frame.resourceVersion = obj.metadata.resourceVersion;
+      frame.initialEventsEnd = obj?.metadata?.annotations?.[INITIAL_EVENTS_END] === 'true';
+      break;
+    case 'ERROR':
+      frame.status = { code: obj?.code, reason: obj?.reason, message: obj?.message };
+      break;
+  }
+  return frame;
+}
 
 /** The annotation on the bookmark that ends a watch-list's initial events. */
 export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
@@ -123,6 +198,8 @@ export class MetadataInformer {
   private resourceVersion: string | undefined;
   /** The server refused a watch-list (or never ended one): list with pages from now on. */
   private pagedList: boolean;
+  /** Metadata asked for as protobuf (see InformerOptions.protobuf). */
+  private protobuf: boolean;
   private running = false;
   private abort: AbortController | undefined;
   private loop: Promise<void> | undefined;
@@ -163,6 +240,7 @@ export class MetadataInformer {
     this.log = log;
     this.opts = { ...DEFAULT_INFORMER_OPTIONS, ...opts };
     this.pagedList = !this.opts.watchList;
+    this.protobuf = this.opts.protobuf;
   }
 
   get synced(): boolean {
@@ -334,15 +412,13 @@ export class MetadataInformer {
     let cont: string | undefined;
     let rv = '';
     do {
-      let page: {
-        metadata?: { resourceVersion?: string; continue?: string };
-        items?: { metadata?: RawMeta }[];
-      };
+      let page: MetadataList;
       try {
-        page = await this.client.request('GET', path, {
-          accept: METADATA_LIST_ACCEPT,
+        page = await this.client.request<MetadataList>('GET', path, {
+          accept: this.protobuf ? PROTOBUF_METADATA_LIST_ACCEPT : METADATA_LIST_ACCEPT,
           query: { limit: this.opts.pageSize, continue: cont },
           verb: 'LIST',
+          decode: decodeList,
         });
       } catch (err) {
         // An expired continue token: start the list again from the top.
@@ -351,17 +427,22 @@ export class MetadataInformer {
           seen.clear();
           continue;
         }
+        // Nothing of an undecodable page was delivered: list again, as JSON.
+        if (err instanceof ProtobufDecodeError) {
+          this.useJson(err.message);
+          cont = undefined;
+          seen.clear();
+          continue;
+        }
         throw err;
       }
       if (!this.running) return rv;
-      for (const item of page.items ?? []) {
-        const meta = trimMeta(item.metadata);
-        if (!meta) continue;
+      for (const meta of page.items) {
         seen.add(meta.uid);
         this.sinkListed(meta);
       }
-      rv = page.metadata?.resourceVersion ?? rv;
-      cont = page.metadata?.continue || undefined;
+      rv = page.resourceVersion || rv;
+      cont = page.continue || undefined;
     } while (cont);
     this.listed(seen);
     return rv;
@@ -382,6 +463,22 @@ export class MetadataInformer {
       line: line.slice(0, 200),
     });
     this.opts.onMalformedWatchEvent?.(groupResource(this.resource));
+  }
+
+  /**
+   * This resource's protobuf could not be decoded (a server that answers
+   * another kind of object, a corrupt stream): JSON, which every server
+   * serves, from now on. What was delivered before stays; the caller
+   * restarts the list or watch, as after a malformed JSON line.
+   */
+  private useJson(reason: string): void {
+    if (!this.protobuf) return;
+    this.protobuf = false;
+    this.log.warn('protobuf answer not understood; reading this resource as JSON from now on', {
+      resource: this.resource.resource,
+      group: this.resource.group,
+      error: reason.slice(0, 300),
+    });
   }
 
   /**
@@ -440,11 +537,64 @@ export class MetadataInformer {
       quiet.unref();
     }
     let gone = false;
+    const handle = (ev: WatchFrame): void => {
+      switch (ev.type) {
+        case 'ADDED':
+        case 'MODIFIED':
+        case 'DELETED': {
+          const meta = ev.meta;
+          if (!meta) return;
+          if (listing) {
+            // Initial events come in key order, not resourceVersion order:
+            // none of theirs is a point to resume from.
+            if (ev.type === 'DELETED') {
+              listing.seen.delete(meta.uid);
+              this.known.uids.delete(meta.uid);
+              this.sink({ type: 'delete', resource: this.resource, meta });
+            } else {
+              listing.seen.add(meta.uid);
+              this.sinkListed(meta);
+            }
+            return;
+          }
+          if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
+          if (ev.type === 'DELETED') this.known.uids.delete(meta.uid);
+          else this.known.uids.add(meta.uid);
+          this.sink({
+            type: ev.type === 'DELETED' ? 'delete' : 'upsert',
+            resource: this.resource,
+            meta,
+          });
+          return;
+        }
+        case 'BOOKMARK': {
+          const rv = ev.resourceVersion;
+          if (listing) {
+            // Only the bookmark that ends the initial events ends the list.
+            if (!ev.initialEventsEnd || !rv) return;
+            const { seen } = listing;
+            listing = undefined;
+            this.resourceVersion = rv;
+            this.listed(seen);
+            this.gap = false;
+            return;
+          }
+          if (rv) this.resourceVersion = rv;
+          return;
+        }
+        case 'ERROR':
+          this.gap = true;
+          if (ev.status?.code === 410) gone = true;
+          else this.lastError = ev.status?.message;
+          abort.abort();
+          return;
+      }
+    };
     try {
       await this.client.stream(
         collectionPath(this.resource),
         {
-          accept: METADATA_ACCEPT,
+          accept: this.protobuf ? PROTOBUF_METADATA_ACCEPT : METADATA_ACCEPT,
           query: listing
             ? {
                 watch: true,
@@ -471,77 +621,37 @@ export class MetadataInformer {
         (line) => {
           this.lastActivity = Date.now();
           if (gone) return;
-          let ev: {
-            type?: string;
-            object?: { metadata?: RawMeta; code?: number; message?: string };
-          } | null;
-          try {
-            ev = JSON.parse(line) as typeof ev;
-          } catch {
-            ev = null;
-          }
-          if (typeof ev !== 'object' || ev === null) {
+          const ev = jsonWatchEvent(line);
+          if (!ev) {
             this.malformed(line);
             abort.abort();
             return;
           }
-          const obj = ev.object;
-          switch (ev.type) {
-            case 'ADDED':
-            case 'MODIFIED':
-            case 'DELETED': {
-              const meta = trimMeta(obj?.metadata);
-              if (!meta) return;
-              if (listing) {
-                // Initial events come in key order, not resourceVersion order:
-                // none of theirs is a point to resume from.
-                if (ev.type === 'DELETED') {
-                  listing.seen.delete(meta.uid);
-                  this.known.uids.delete(meta.uid);
-                  this.sink({ type: 'delete', resource: this.resource, meta });
-                } else {
-                  listing.seen.add(meta.uid);
-                  this.sinkListed(meta);
-                }
-                return;
-              }
-              if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
-              if (ev.type === 'DELETED') this.known.uids.delete(meta.uid);
-              else this.known.uids.add(meta.uid);
-              this.sink({
-                type: ev.type === 'DELETED' ? 'delete' : 'upsert',
-                resource: this.resource,
-                meta,
-              });
-              return;
-            }
-            case 'BOOKMARK': {
-              const rv = obj?.metadata?.resourceVersion;
-              if (listing) {
-                // Only the bookmark that ends the initial events ends the list.
-                if (obj?.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true' || !rv) return;
-                const { seen } = listing;
-                listing = undefined;
-                this.resourceVersion = rv;
-                this.listed(seen);
-                this.gap = false;
-                return;
-              }
-              if (rv) this.resourceVersion = rv;
-              return;
-            }
-            case 'ERROR':
-              this.gap = true;
-              if (obj?.code === 410) gone = true;
-              else this.lastError = obj?.message;
-              abort.abort();
-              return;
+          handle(ev);
+        },
+        (frame) => {
+          this.lastActivity = Date.now();
+          if (gone) return;
+          let ev: WatchFrame;
+          try {
+            ev = decodeWatchFrame(frame);
+          } catch (err) {
+            if (!(err instanceof ProtobufDecodeError)) throw err;
+            this.malformed(`(protobuf frame of ${frame.length} bytes) ${err.message}`);
+            this.useJson(err.message);
+            abort.abort();
+            return;
           }
+          handle(ev);
         },
       );
     } catch (err) {
       if (err instanceof ApiError && err.status === 410) throw new GoneError();
-      throw err;
+      // The stream stopped inside a frame, or sent one past the size limit: an event lost.
+      if (err instanceof ProtobufDecodeError) {
+        this.malformed(`(protobuf stream) ${err.message}`);
+        this.useJson(err.message);
+      } else throw err;
     } finally {
       clearInterval(watchdog);
       clearInterval(quiet);

@@ -41,14 +41,16 @@ const endToEnd = <T extends object>(headers: T): Partial<T> =>
 
 /**
  * A reverse proxy to the API server on 127.0.0.1. `cut(req)` picks the
- * responses to break: for those, whole lines (watch events) are passed on
- * until `after(line)` is true, and then the collector's connection is
- * destroyed, that line delivered and nothing after it.
+ * responses to break: for those, whole watch events (JSON lines, or the
+ * length-prefixed frames of a protobuf stream), bytes untouched, are passed
+ * on until `after(event)` is true (the event's bytes as latin1 text, where
+ * UIDs and annotation keys read as they are), and then the collector's
+ * connection is destroyed, that event delivered and nothing after it.
  */
 async function faultProxy(
   upstream: URL,
   ca: Buffer | string | undefined,
-  cut: (req: http.IncomingMessage) => ((line: string) => boolean) | undefined,
+  cut: (req: http.IncomingMessage) => ((event: string) => boolean) | undefined,
 ): Promise<{ url: string; close(): Promise<void> }> {
   const agent = new https.Agent({ ca, keepAlive: true });
   const server = http.createServer((req, res) => {
@@ -71,22 +73,31 @@ async function faultProxy(
           return;
         }
         res.flushHeaders();
-        let buf = '';
-        answer.setEncoding('utf8');
-        answer.on('data', (chunk: string) => {
-          buf += chunk;
-          for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-            const line = buf.slice(0, i + 1);
-            buf = buf.slice(i + 1);
-            if (after(line)) {
-              // The line reaches the collector, then the connection is reset
+        const framed = String(answer.headers['content-type']).startsWith(
+          'application/vnd.kubernetes.protobuf',
+        );
+        /** The length of the first whole event in `b`, or 0 while it is incomplete. */
+        const nextEvent = (b: Buffer): number => {
+          if (framed)
+            return b.length >= 4 && b.length >= 4 + b.readUInt32BE(0) ? 4 + b.readUInt32BE(0) : 0;
+          const nl = b.indexOf(0x0a);
+          return nl + 1;
+        };
+        let buf = Buffer.alloc(0);
+        answer.on('data', (chunk: Buffer) => {
+          buf = Buffer.concat([buf, chunk]);
+          for (let n = nextEvent(buf); n > 0; n = nextEvent(buf)) {
+            const event = buf.subarray(0, n);
+            buf = buf.subarray(n);
+            if (after(event.toString('latin1'))) {
+              // The event reaches the collector, then the connection is reset
               // (no end of the chunked body: the stream breaks).
-              res.write(line, () => res.destroy());
+              res.write(event, () => res.destroy());
               answer.destroy();
-              buf = '';
+              buf = Buffer.alloc(0);
               return;
             }
-            res.write(line);
+            res.write(event);
           }
         });
         answer.on('end', () => res.end(buf));
@@ -121,75 +132,92 @@ function throughProxy(direct: k8s.KubeConfig, url: string): k8s.KubeConfig {
   return kc;
 }
 
-test('item 1: an owner delivered only by a broken initial list, deleted before the relist: the relist reports it deleted and its dependent is collected', async () => {
-  const ns = await testNamespace(c.core, 'faults-cut-list');
-  // Created before the collector starts: its first list of configmaps holds
-  // them, in key order (namespace/name), O first. The list is cut after O, so
-  // D first comes in the relist, when the graph (without the fix) still shows
-  // O as an existing owner: nothing makes the collector look at D again. (Had
-  // D come first, O would be virtual at first, and the collector would check
-  // it live and find it gone.)
-  const o = await configMap(c, ns, 'a-owner');
-  const d = await configMap(c, ns, 'b-dependent', [ownerRef(o)]);
+test.each([
+  ['protobuf', true],
+  ['JSON', false],
+])(
+  'item 1 (%s): an owner delivered only by a broken initial list, deleted before the relist: the relist reports it deleted and its dependent is collected',
+  async (_encoding, protobuf) => {
+    const ns = await testNamespace(c.core, 'faults-cut-list');
+    // Created before the collector starts: its first list of configmaps holds
+    // them, in key order (namespace/name), O first. The list is cut after O, so
+    // D first comes in the relist, when the graph (without the fix) still shows
+    // O as an existing owner: nothing makes the collector look at D again. (Had
+    // D come first, O would be virtual at first, and the collector would check
+    // it live and find it gone.)
+    const o = await configMap(c, ns, 'a-owner');
+    const d = await configMap(c, ns, 'b-dependent', [ownerRef(o)]);
 
-  const direct = await kubegcKubeConfig(cluster);
-  const tls: https.RequestOptions = {};
-  await direct.applyToHTTPSOptions(tls);
-  const isConfigMapList = (path: string, sendInitialEvents: unknown): boolean =>
-    path === '/api/v1/configmaps' && sendInitialEvents === true;
+    const direct = await kubegcKubeConfig(cluster);
+    const tls: https.RequestOptions = {};
+    await direct.applyToHTTPSOptions(tls);
+    const isConfigMapList = (path: string, sendInitialEvents: unknown): boolean =>
+      path === '/api/v1/configmaps' && sendInitialEvents === true;
 
-  // The first watch-list of configmaps is cut right after O's ADDED event.
-  let cut: { deliveredO: boolean; endBookmark: boolean } | undefined;
-  const proxy = await faultProxy(new URL(cluster.server), tls.ca as Buffer | undefined, (req) => {
-    const u = new URL(req.url ?? '/', 'http://x');
-    if (cut || !isConfigMapList(u.pathname, u.searchParams.get('sendInitialEvents') === 'true'))
-      return undefined;
-    const seen = { deliveredO: false, endBookmark: false };
-    cut = seen;
-    return (line) => {
-      if (line.includes(INITIAL_EVENTS_END)) seen.endBookmark = true;
-      if (line.includes(o.uid)) seen.deliveredO = true;
-      return seen.deliveredO;
-    };
-  });
-  const kc = throughProxy(direct, proxy.url);
-
-  // The relist (the second watch-list of configmaps): before it goes out, O is deleted.
-  let lists = 0;
-  let deletedBeforeRelist = false;
-  const intercept = async (r: InterceptedRequest): Promise<void> => {
-    if (r.verb !== 'WATCH' || !isConfigMapList(r.path, r.query?.sendInitialEvents)) return;
-    if (++lists !== 2) return;
-    await c.core.deleteNamespacedConfigMap({
-      name: o.name,
-      namespace: ns,
-      body: { propagationPolicy: 'Background' },
+    // The first watch-list of configmaps is cut right after O's ADDED event.
+    let cut: { deliveredO: boolean; endBookmark: boolean } | undefined;
+    /** The Accept of every watch-list of configmaps: the encoding asked for throughout. */
+    const accepts: string[] = [];
+    const proxy = await faultProxy(new URL(cluster.server), tls.ca as Buffer | undefined, (req) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      if (isConfigMapList(u.pathname, u.searchParams.get('sendInitialEvents') === 'true'))
+        accepts.push(String(req.headers.accept));
+      if (cut || !isConfigMapList(u.pathname, u.searchParams.get('sendInitialEvents') === 'true'))
+        return undefined;
+      const seen = { deliveredO: false, endBookmark: false };
+      cut = seen;
+      return (event) => {
+        if (event.includes(INITIAL_EVENTS_END)) seen.endBookmark = true;
+        if (event.includes(o.uid)) seen.deliveredO = true;
+        return seen.deliveredO;
+      };
     });
-    await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
-    deletedBeforeRelist = true;
-  };
-  let client: KubeClient | undefined;
-  let gc: GarbageCollector | undefined;
-  try {
-    client = await KubeClient.create(kc, { userAgent: 'kubegc-e2e-faults', intercept });
-    gc = new GarbageCollector(client, createLogger('error'), { discoveryPeriodMs: 3_600_000 });
-    await gc.start();
-    const collector = gc;
-    await waitFor('the configmaps informer to list again', () =>
-      Promise.resolve(deletedBeforeRelist && collector.informers.get('configmaps')?.synced),
-    );
-    expect(cut).toEqual({ deliveredO: true, endBookmark: false });
-    expect(lists).toBeGreaterThanOrEqual(2);
-    await waitFor('D to be collected', () => isGone(c, d), { timeoutMs: 30_000 });
-    // And in the collector's own view (whatever other collectors on this cluster do), O is gone.
-    await waitFor(
-      'the graph to drop O',
-      () => Promise.resolve(collector.graph.get(o.uid)?.virtual !== false),
-      { timeoutMs: 15_000 },
-    );
-  } finally {
-    await gc?.stop();
-    client?.close();
-    await proxy.close();
-  }
-});
+    const kc = throughProxy(direct, proxy.url);
+
+    // The relist (the second watch-list of configmaps): before it goes out, O is deleted.
+    let lists = 0;
+    let deletedBeforeRelist = false;
+    const intercept = async (r: InterceptedRequest): Promise<void> => {
+      if (r.verb !== 'WATCH' || !isConfigMapList(r.path, r.query?.sendInitialEvents)) return;
+      if (++lists !== 2) return;
+      await c.core.deleteNamespacedConfigMap({
+        name: o.name,
+        namespace: ns,
+        body: { propagationPolicy: 'Background' },
+      });
+      await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
+      deletedBeforeRelist = true;
+    };
+    let client: KubeClient | undefined;
+    let gc: GarbageCollector | undefined;
+    try {
+      client = await KubeClient.create(kc, { userAgent: 'kubegc-e2e-faults', intercept });
+      gc = new GarbageCollector(client, createLogger('error'), {
+        discoveryPeriodMs: 3_600_000,
+        informer: { protobuf },
+      });
+      await gc.start();
+      const collector = gc;
+      await waitFor('the configmaps informer to list again', () =>
+        Promise.resolve(deletedBeforeRelist && collector.informers.get('configmaps')?.synced),
+      );
+      expect(cut).toEqual({ deliveredO: true, endBookmark: false });
+      expect(lists).toBeGreaterThanOrEqual(2);
+      // The cut frame was no decode error: the relist asked in the same encoding.
+      expect(accepts.length).toBeGreaterThanOrEqual(2);
+      for (const a of accepts)
+        expect(a.startsWith('application/vnd.kubernetes.protobuf')).toBe(protobuf);
+      await waitFor('D to be collected', () => isGone(c, d), { timeoutMs: 30_000 });
+      // And in the collector's own view (whatever other collectors on this cluster do), O is gone.
+      await waitFor(
+        'the graph to drop O',
+        () => Promise.resolve(collector.graph.get(o.uid)?.virtual !== false),
+        { timeoutMs: 15_000 },
+      );
+    } finally {
+      await gc?.stop();
+      client?.close();
+      await proxy.close();
+    }
+  },
+);

@@ -103,3 +103,17 @@ export function servingFlagProblems(
     flags['health-probe-bind-address'] as string,
   );
 }
+
+/** `-o text|json` of the read-only commands (explain, doctor). */
+export const OUTPUT_FLAG: FlagSpec = {
+  kind: 'string',
+  short: 'o',
+  help: 'text or json',
+  default: 'text',
+  validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
+};
+
+export const KUBECONFIG_FLAG: FlagSpec = {
+  kind: 'string',
+  help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
+};

@@ -6,6 +6,7 @@ import { analyze, exitCode } from '../doctor/analyze.ts';
 import { renderText } from '../doctor/render.ts';
 import { ScanError, scan } from '../doctor/scan.ts';
 import { VERSION } from '../version.ts';
+import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
 export const EXIT_SCAN_INCOMPLETE = 3;
@@ -21,17 +22,8 @@ export const DOCTOR_FLAGS: FlagSpecs = {
     short: 'n',
     help: 'only findings in this namespace (and the namespace itself); cluster-scoped objects are still read, as owners',
   },
-  output: {
-    kind: 'string',
-    short: 'o',
-    help: 'text or json',
-    default: 'text',
-    validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
-  },
-  kubeconfig: {
-    kind: 'string',
-    help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
-  },
+  output: OUTPUT_FLAG,
+  kubeconfig: KUBECONFIG_FLAG,
   concurrency: {
     kind: 'int',
     help: 'resources listed at once',

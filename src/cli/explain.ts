@@ -2,6 +2,7 @@
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
 import { ExplainError, explain, renderExplanation } from '../explain/explain.ts';
 import { VERSION } from '../version.ts';
+import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
 export const EXPLAIN_FLAGS: FlagSpecs = {
@@ -10,17 +11,8 @@ export const EXPLAIN_FLAGS: FlagSpecs = {
     short: 'n',
     help: 'namespace of a namespaced object (default: default)',
   },
-  output: {
-    kind: 'string',
-    short: 'o',
-    help: 'text or json',
-    default: 'text',
-    validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
-  },
-  kubeconfig: {
-    kind: 'string',
-    help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
-  },
+  output: OUTPUT_FLAG,
+  kubeconfig: KUBECONFIG_FLAG,
   help: { kind: 'bool', help: 'show this help' },
 };
 

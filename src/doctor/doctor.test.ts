@@ -21,6 +21,7 @@ import {
   type UnresolvableOwnerKind,
 } from './analyze.ts';
 import { renderText } from './render.ts';
+import type { ItemMeta } from './snapshot.ts';
 import { ScanError, scan, type ScanOptions } from './scan.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
@@ -50,22 +51,7 @@ const R = {
 };
 
 interface FakeObject {
-  metadata: {
-    name: string;
-    namespace?: string;
-    uid: string;
-    creationTimestamp: string;
-    deletionTimestamp?: string;
-    finalizers?: string[];
-    ownerReferences?: {
-      apiVersion: string;
-      kind: string;
-      name: string;
-      uid: string;
-      controller?: boolean;
-      blockOwnerDeletion?: boolean;
-    }[];
-  };
+  metadata: ItemMeta & { name: string; uid: string; creationTimestamp: string };
   spec?: unknown;
   status?: unknown;
 }

@@ -209,67 +209,59 @@ export async function scan(client: RequestClient, o: ScanOptions = {}): Promise<
     };
   };
 
+  /** One resource read in full: its metadata into the snapshot, and `info` of each item kept whole. */
+  const listFull =
+    <T extends { metadata?: ItemMeta }, I>(
+      r: ResourceInfo,
+      res: number,
+      info: (item: T) => I | undefined,
+      done: (infos: I[]) => void,
+    ): (() => Promise<void>) =>
+    async () => {
+      let cols = new Columns();
+      let infos: I[] = [];
+      try {
+        await listAll<T>(
+          client,
+          collectionPath(r),
+          opts,
+          (items) => {
+            for (const it of items) {
+              cols.add(s.interner, res, it.metadata);
+              const i = info(it);
+              if (i) infos.push(i);
+            }
+          },
+          () => {
+            cols = new Columns();
+            infos = [];
+          },
+        );
+        s.commit(res, cols);
+        done(infos);
+      } catch (err) {
+        s.fail(res, shortError(err), groupResource(r));
+      }
+    };
+
   for (const r of resources) {
     const gr = groupResource(r);
     const res = s.addResource(r);
-    if (gr === NAMESPACES) {
-      // In full, for status.conditions; always cluster-wide (they are few).
-      tasks.unshift(async () => {
-        let cols = new Columns();
-        let infos: NamespaceInfo[] = [];
-        try {
-          await listAll<RawNamespace>(
-            client,
-            collectionPath(r),
-            opts,
-            (items) => {
-              for (const it of items) {
-                cols.add(s.interner, res, it.metadata);
-                const info = namespaceInfo(it);
-                if (info) infos.push(info);
-              }
-            },
-            () => {
-              cols = new Columns();
-              infos = [];
-            },
-          );
-          s.commit(res, cols);
+    // In full, for their status (namespace conditions, APIService availability);
+    // always cluster-wide (they are few), and first.
+    if (gr === NAMESPACES)
+      tasks.unshift(
+        listFull(r, res, namespaceInfo, (infos) => {
           s.namespaces = infos;
-        } catch (err) {
-          s.fail(res, shortError(err), gr);
-        }
-      });
-    } else if (gr === APISERVICES) {
-      tasks.unshift(async () => {
-        let cols = new Columns();
-        let infos: ApiServiceInfo[] = [];
-        try {
-          await listAll<RawApiService>(
-            client,
-            collectionPath(r),
-            opts,
-            (items) => {
-              for (const it of items) {
-                cols.add(s.interner, res, it.metadata);
-                const info = apiServiceInfo(it);
-                if (info) infos.push(info);
-              }
-            },
-            () => {
-              cols = new Columns();
-              infos = [];
-            },
-          );
-          s.commit(res, cols);
+        }),
+      );
+    else if (gr === APISERVICES)
+      tasks.unshift(
+        listFull(r, res, apiServiceInfo, (infos) => {
           s.apiServices = infos;
-        } catch (err) {
-          s.fail(res, shortError(err), gr);
-        }
-      });
-    } else {
-      tasks.push(listMeta(r, res));
-    }
+        }),
+      );
+    else tasks.push(listMeta(r, res));
   }
   await pool(tasks, Math.max(1, o.concurrency ?? 6));
   s.finish();

@@ -3,7 +3,7 @@
 // in full. At 200,000 objects a row per object (a JS object with a dozen
 // fields, timestamps boxed as HeapNumbers) would cost several times what the
 // columns do; the analysis (analyze.ts) reads only these columns.
-import type { ResourceInfo } from '../api/resources.ts';
+import type { OwnerReference, ResourceInfo } from '../api/resources.ts';
 
 /** Bit flags of a compact owner reference. */
 export const REF_CONTROLLER = 1;
@@ -20,14 +20,7 @@ export interface ItemMeta {
   creationTimestamp?: string;
   deletionTimestamp?: string;
   finalizers?: string[];
-  ownerReferences?: {
-    apiVersion: string;
-    kind: string;
-    name: string;
-    uid: string;
-    controller?: boolean;
-    blockOwnerDeletion?: boolean;
-  }[];
+  ownerReferences?: OwnerReference[];
 }
 
 /** RFC 3339 (what the API server writes) to whole seconds since the epoch; 0 when absent or unparsable. */

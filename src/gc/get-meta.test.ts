@@ -2,9 +2,7 @@
 // real KubeClient against a local HTTP server: the name escaped in the field
 // selector, and an answer that is not "this one object" or "none" refused.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import * as k8s from '@kubernetes/client-node';
-import { KubeClient } from '../api/client.ts';
+import { listenAndConnect } from '../api/stand-in-server.testing.ts';
 import type { ResourceInfo } from '../api/resources.ts';
 import { GcApi } from './operations.ts';
 
@@ -31,21 +29,7 @@ async function serve(body: unknown) {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new k8s.KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  const client = await KubeClient.create(kc, { qps: 1000, burst: 1000 });
+  const client = await listenAndConnect(server, { qps: 1000, burst: 1000 });
   return {
     api: new GcApi(client),
     seen,

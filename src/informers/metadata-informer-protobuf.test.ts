@@ -4,10 +4,8 @@
 // restart and JSON from then on, never a wrong object.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import * as k8s from '@kubernetes/client-node';
-import { KubeClient } from '../api/client.ts';
+import { listenAndConnect } from '../api/stand-in-server.testing.ts';
 import { trimMeta, type RawMeta, type ResourceInfo } from '../api/resources.ts';
 import { createLogger } from '../log.ts';
 import { MetadataInformer, type InformerEvent } from './metadata-informer.ts';
@@ -24,24 +22,6 @@ const configmaps: ResourceInfo = {
   namespaced: true,
   verbs: ['list', 'watch', 'delete'],
 };
-
-async function listenAndConnect(server: http.Server): Promise<KubeClient> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new k8s.KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  return KubeClient.create(kc, { qps: 0, burst: 1 });
-}
 
 interface Served {
   accept: string;

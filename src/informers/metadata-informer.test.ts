@@ -1,7 +1,6 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import * as k8s from '@kubernetes/client-node';
-import { KubeClient } from '../api/client.ts';
+import type { KubeClient } from '../api/client.ts';
+import { listenAndConnect } from '../api/stand-in-server.testing.ts';
 import type { ResourceInfo } from '../api/resources.ts';
 import { createLogger } from '../log.ts';
 import {
@@ -19,25 +18,6 @@ const configmaps: ResourceInfo = {
   namespaced: true,
   verbs: ['list', 'watch', 'delete'],
 };
-
-/** Starts the stand-in API server on a free loopback port and returns a client of it. */
-async function listenAndConnect(server: http.Server): Promise<KubeClient> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new k8s.KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  return KubeClient.create(kc, { qps: 0, burst: 1 });
-}
 
 describe('MetadataInformer watch', () => {
   const added = (uid: string, rv: string): string =>

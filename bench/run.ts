@@ -5,7 +5,8 @@
 // Development overrides: --reps R, --seed S, --n N, --memory M1,M2,..., --payloads empty,data300,cr,
 // --graph-objects G, --only graph,cascade,foreground,live,memory,
 // --contenders kubegc,kubegc_kcm_budget,kubegc_no_runtime_flags,kcm_default,kcm_equal,ceiling,
-// --keep-cluster, and for experiments --node-flags "FLAGS" (Node.js flags for
+// --keep-cluster, --heap-snapshots DIR (each kubegc of the memory phase writes a
+// heap snapshot there once settled), and for experiments --node-flags "FLAGS" (Node.js flags for
 // kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
 // Only a run with none of them (--seed and --keep-cluster aside) is "full"
 // and replaces bench/RESULTS.md.
@@ -127,6 +128,9 @@ export function parsePlan(argv: string[]): Plan {
       nodeFlags: words(opt('--node-flags')),
       kubegcArgs: words(opt('--kubegc-args')),
       kcmArgs: words(opt('--kcm-args')),
+      ...(opt('--heap-snapshots')
+        ? { heapSnapshotDir: path.resolve(opt('--heap-snapshots') ?? '') }
+        : {}),
     },
     contenders: new Set(list('--contenders', ALL_CONTENDERS, ALL_CONTENDERS)),
   };
@@ -152,6 +156,7 @@ export function notFullBecause(plan: Plan): string[] {
   if (plan.extras.nodeFlags.length) why.push('--node-flags');
   if (plan.extras.kubegcArgs.length) why.push('--kubegc-args');
   if (plan.extras.kcmArgs.length) why.push('--kcm-args');
+  if (plan.extras.heapSnapshotDir) why.push('--heap-snapshots');
   return why;
 }
 
@@ -371,6 +376,7 @@ async function main(): Promise<void> {
   const stamp = started.toISOString().slice(0, 16).replace(':', '');
   const dir = RESULTS_DIR(REPO_ROOT);
   await fs.mkdir(dir, { recursive: true });
+  if (plan.extras.heapSnapshotDir) await fs.mkdir(plan.extras.heapSnapshotDir, { recursive: true });
   const rec = new Recorder(plan, path.join(dir, 'latest.raw.json'));
   const loadAtStart = os.loadavg().map(round2);
   if (plan.only.has('graph')) await graphPhase(plan, rec);

@@ -94,6 +94,12 @@ export interface Extras {
   nodeFlags: string[];
   kubegcArgs: string[];
   kcmArgs: string[];
+  /**
+   * A directory: each kubegc started for a memory measurement writes a heap
+   * snapshot there once its RSS has settled (the running controller, to see
+   * where its bytes per object go; `bench/heap-summary.ts` reads them).
+   */
+  heapSnapshotDir?: string;
 }
 
 export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): Promise<Running> {
@@ -103,7 +109,12 @@ export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): P
         cluster,
         logName,
         [...spec.args, ...(extras?.kubegcArgs ?? [])],
-        extras?.nodeFlags ?? [],
+        [
+          ...(extras?.nodeFlags ?? []),
+          ...(extras?.heapSnapshotDir
+            ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${extras.heapSnapshotDir}`]
+            : []),
+        ],
         spec.runtimeFlags === false ? [] : RUNTIME_FLAGS,
       )
     : startKcmGc(cluster, logName, [...spec.args, ...(extras?.kcmArgs ?? [])]);
@@ -233,6 +244,18 @@ export async function cpuSeconds(pid: number): Promise<number> {
   // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
+/**
+ * Bytes the process has read through read(2) and friends so far
+ * (/proc/PID/io rchar): for a GC that has just synced, nearly all of it is
+ * what its LISTs and watch-lists brought over the wire (TLS and HTTP/2 framing
+ * included); files it read at start-up show in the near-empty row.
+ */
+export async function bytesRead(pid: number): Promise<number> {
+  const io = await fs.readFile(`/proc/${pid}/io`, 'utf8');
+  const m = /^rchar:\s+(\d+)/m.exec(io);
+  if (!m?.[1]) throw new Error(`no rchar for ${pid}`);
+  return Number(m[1]);
+}
 /** USER_HZ: 100 on every Linux architecture Node runs on. */
 const CLOCK_TICKS = 100;
 
@@ -242,6 +265,36 @@ export async function controlPlanePids(cluster: Cluster): Promise<Record<string,
     processes: Record<string, { pid: number }>;
   };
   return Object.fromEntries(Object.entries(state.processes).map(([k, v]) => [k, v.pid]));
+}
+
+/**
+ * Has a kubegc started with `--heapsnapshot-signal=SIGUSR2` write a heap
+ * snapshot into `dir` and returns its path once complete (V8 writes it
+ * synchronously: the process answers its metrics again when it is done).
+ */
+export async function heapSnapshot(
+  pid: number,
+  dir: string,
+  metricsUrl: string | undefined,
+): Promise<string> {
+  const before = new Set(await fs.readdir(dir));
+  process.kill(pid, 'SIGUSR2');
+  for (const deadline = performance.now() + 180_000; performance.now() < deadline;) {
+    await delay(500);
+    const file = (await fs.readdir(dir)).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+    if (!file) continue;
+    // The metrics answer again once the (synchronous) snapshot is written.
+    if (
+      metricsUrl &&
+      !(await fetch(metricsUrl).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    )
+      continue;
+    return path.join(dir, file);
+  }
+  throw new Error(`no heap snapshot from ${pid} in ${dir} within 180 s`);
 }
 
 /** Resident set size of a process, from /proc/PID/status (VmRSS), in bytes. */

@@ -5,8 +5,10 @@ import type { Cluster } from '../../cluster/controlplane.ts';
 import { apiRequest, delay } from '../../cluster/controlplane.ts';
 import type { KubeClient } from '../../src/api/client.ts';
 import {
+  bytesRead,
   controlPlanePids,
   cpuSeconds,
+  heapSnapshot,
   scrapeGauge,
   settledRss,
   start,
@@ -454,6 +456,10 @@ export interface StartupRun {
   /** Spawn → graph built and workers started (kcm: "all resource monitors have synced"). */
   syncSeconds: number;
   rssBytes: number;
+  /** Bytes read from spawn to sync (mostly the initial lists off the wire; see bytesRead). */
+  readBytes: number;
+  /** CPU seconds from spawn to sync. */
+  syncCpuSeconds: number;
   /** kubegc only: V8 heap in use at the same moment (from its own metrics), to tell graph from runtime. */
   heapUsedBytes?: number;
 }
@@ -463,10 +469,21 @@ export async function startup(env: Env, spec: ContenderSpec): Promise<StartupRun
   const gc = await start(env.cluster, spec, env.extras);
   try {
     const syncSeconds = await gc.synced;
+    const [readBytes, syncCpuSeconds] = [await bytesRead(gc.pid), await cpuSeconds(gc.pid)];
     const listedSeconds = await gc.listed;
-    const run: StartupRun = { listedSeconds, syncSeconds, rssBytes: await settledRss(gc.pid) };
+    const run: StartupRun = {
+      listedSeconds,
+      syncSeconds,
+      readBytes,
+      syncCpuSeconds,
+      rssBytes: await settledRss(gc.pid),
+    };
     if (gc.metricsUrl)
       run.heapUsedBytes = await scrapeGauge(gc.metricsUrl, 'nodejs_heap_size_used_bytes');
+    if (spec.kind === 'kubegc' && env.extras.heapSnapshotDir)
+      env.log(
+        `heap snapshot: ${await heapSnapshot(gc.pid, env.extras.heapSnapshotDir, gc.metricsUrl)}`,
+      );
     return run;
   } finally {
     await gc.stop();

@@ -12,5 +12,7 @@ if (problem) {
   process.exit(1);
 }
 // Before anything allocates: lean however node was started (src/runtime-flags.ts).
-boundYoungGenerationLate(process.execArgv, process.env.NODE_OPTIONS, (flags) => v8.setFlagsFromString(flags));
+boundYoungGenerationLate(process.execArgv, process.env.NODE_OPTIONS, (flags) =>
+  v8.setFlagsFromString(flags),
+);
 (await import('./cli/main.ts')).main();

@@ -1,7 +1,7 @@
 // One million objects: kubegc and kube-controller-manager's GC started cold on
 // a control plane holding a realistic mix (bench/lib/scale.ts), at growing
-// sizes, then a 100,000-dependent cascade on top. See the end of
-// bench/README.md... and the header of bench/lib/scale.ts for the mix.
+// sizes, then a 100,000-dependent cascade on top. See "One million objects"
+// in bench/README.md, and the header of bench/lib/scale.ts for the mix.
 //
 //   npm run bench:scale                       1,000,000 objects, checkpoints 250k,500k,1M, cascade 100k
 //   npm run bench:scale -- --objects 20000 --checkpoints 10000,20000 --cascade 2000   (a few minutes)
@@ -71,6 +71,7 @@ import {
   total,
   UNIT_OBJECTS,
   UNIT_OWNED,
+  UNIT_TEXT,
   type Counts,
   type CreateContext,
 } from './lib/scale.ts';
@@ -91,8 +92,12 @@ const SYNC_DEADLINE_MS = 30 * 60_000;
 const CASCADE_TIMEOUT_MS = 30 * 60_000;
 /** Longest wait for the cluster's own controllers to finish their status writes. */
 const QUIESCE_TIMEOUT_MS = 60 * 60_000;
-/** Creation stops (and says so) when the machine has less memory than this available. */
-const MIN_AVAILABLE_BYTES = 1.5 * 2 ** 30;
+/**
+ * Creation stops (and says so) when the machine has less memory than this
+ * available: the starts still to come need room (a GC, and the API server's
+ * own transient memory to serve its lists).
+ */
+const MIN_AVAILABLE_BYTES = 3 * 2 ** 30;
 /** Objects per creation batch: progress is logged and the state file saved after each. */
 const BATCH_OBJECTS = 50_000;
 const PROJECT_TO = 5_000_000;
@@ -795,9 +800,8 @@ export function render(raw: Raw, rawFile: string): string {
       `**This machine did not reach ${n0(c.target)} objects: it reached ${n0(c.reached)}** (${c.error ?? 'creation stopped'}). The figures below are at the sizes it reached.`,
       '',
     );
-  const mixLine = KIND_NAMES.map((k) => `${PER_UNIT[k as keyof typeof PER_UNIT]} ${k}`).join(', ');
   out.push(
-    `The mix, in units of ${raw.mix.unitObjects} objects (${mixLine}; ${raw.mix.unitOwned} of them owned), spread over ${p.namespaces} namespaces; see \`bench/lib/scale.ts\`. ` +
+    `The mix, in units of ${raw.mix.unitObjects} objects (${UNIT_TEXT}: ${raw.mix.unitOwned} of the ${raw.mix.unitObjects} owned), spread over ${p.namespaces} namespaces; see \`bench/lib/scale.ts\`. ` +
       `Created by the harness with ${p.concurrency} requests in flight: ${n0(c.reached)} objects in ${n0(c.seconds)} s ` +
       `(${n0(c.objectsPerSecond)} objects/s${c.segments.some((s) => s.at < raw.started) ? '; partly in an earlier run, reused with `--reuse`' : ''}).`,
     '',
@@ -1196,10 +1200,10 @@ async function run(plan: Plan): Promise<void> {
     raw.notFullBecause = notFullBecause(plan, raw.skippedCheckpoints);
     raw.full = raw.notFullBecause.length === 0;
     await save();
+    log(`measurements so far in bench/results/${rawName}`);
     cleanups.delete(stopCluster);
     await stopCluster();
   }
-  log(`wrote bench/results/${rawName}`);
   await writeOutputs(raw, rawName, raw.full ? RESULTS_MD : undefined);
   if (!raw.full)
     log(`not at the default sizes (${raw.notFullBecause.join(', ')}): bench/RESULTS.md unchanged`);

@@ -74,6 +74,9 @@ const NOTES_START = '<!-- analysis: kept across runs -->';
 const NOTES_END = '<!-- /analysis -->';
 
 /** bench/RESULTS.md: the run's tables, with the hand-written analysis block of the previous file kept. */
+const SCALE_START = '<!-- scale: begin -->';
+const SCALE_END = '<!-- scale: end -->';
+
 export function resultsMarkdown(
   report: string,
   previous: string,
@@ -85,6 +88,10 @@ export function resultsMarkdown(
   const e = previous.indexOf(NOTES_END);
   const analysis =
     s !== -1 && e > s ? previous.slice(s, e + NOTES_END.length) : `${NOTES_START}\n${NOTES_END}`;
+  // The one-million-object section is written by bench/scale.ts: kept as it is.
+  const ss = previous.indexOf(SCALE_START);
+  const se = previous.indexOf(SCALE_END);
+  const scale = ss !== -1 && se > ss ? previous.slice(ss, se + SCALE_END.length) : undefined;
   return [
     '# Benchmark results',
     '',
@@ -98,6 +105,7 @@ export function resultsMarkdown(
     '',
     report,
     '',
+    ...(scale ? [scale, ''] : []),
     '## Analysis',
     '',
     analysis,

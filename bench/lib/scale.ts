@@ -72,6 +72,10 @@ import { pool, WIDGET_GROUP } from './kube.ts';
 export const UNIT_OBJECTS = 100;
 /** Owned objects per unit (for the report). */
 export const UNIT_OWNED = 50;
+/** The unit in words (for the report). */
+export const UNIT_TEXT =
+  '1 Deployment → 1 ReplicaSet → 8 Pods; 10 top-level Widgets, each owning a child Widget, 5 of them owning 3 Pods each; ' +
+  '35 ConfigMaps (3 owned by the Deployment, 8 by Widgets); 20 Secrets (5 owned by Widgets)';
 
 /** The kinds of the mix, with their cluster-wide collection paths (for counting). */
 export const KINDS = {

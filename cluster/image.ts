@@ -75,10 +75,17 @@ const noop = (): void => undefined;
 // ---------------------------------------------------------------------------
 // Commands
 
-/** podman with our private store; the global flags make it independent of systemd and crun. */
+/**
+ * podman with our private store; the global flags make it independent of
+ * systemd and of crun. podman prefers crun when Debian's crun is installed,
+ * and crun refuses these cgroup-v1 hosts ("cgroups in hybrid mode not
+ * supported"), so the runtime is named: runc, which containerd brings.
+ */
 export function podmanArgv(...args: string[]): string[] {
   return [
     'podman',
+    '--runtime',
+    'runc',
     '--root',
     STORE,
     '--runroot',

@@ -1,7 +1,7 @@
 // Prometheus metrics of `kubegc controller` on a private registry: client-go's
 // workqueue metrics (same names, label `name`), the upstream GC's
 // resources_sync_error counter, and kubegc's own. Every metric is listed in
-// the README's metrics table.
+// docs/reference.md's metrics table.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GarbageCollectorMetrics } from '../gc/garbage-collector.ts';
 import { BLOCKED_REASONS, type CollectionSlis } from '../gc/slis.ts';

@@ -5,7 +5,7 @@
 // reports DiskPressure, is never tainted, evicts nothing; the running pod's
 // images, the pause image and kubegc's own stay. The user's path: the image
 // built from the Dockerfile, `kubectl apply -k` of the deploy/ overlay, the
-// kubelet configured as the README's "Running beside the kubelet" says (its
+// kubelet configured as docs/node-gc.md's "Running beside the kubelet" says (its
 // image GC off, its eviction at the defaults). Its own control plane and node
 // (.cluster-e2e-pressure), taken down at the end.
 import { existsSync } from 'node:fs';

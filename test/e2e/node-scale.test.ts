@@ -1,6 +1,6 @@
 // One image GC pass over 200 unused images on the test containerd: how long
 // it takes, and the bytes it reports freed (the runtime's sizes, the kubelet's
-// sum) against the bytes statfs measures. Prints both for the README.
+// sum) against the bytes statfs measures. Prints both for docs/node-gc.md.
 import path from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { startContainerd, type TestContainerd } from '../support/containerd.ts';

@@ -309,6 +309,8 @@ interface Raw {
     error?: string;
   };
   skippedCheckpoints: number[];
+  /** `--render … --earlier FILE`: the skipped checkpoints taken from FILE, an earlier run on the same kept cluster. */
+  checkpointsFrom?: { file: string; objects: number[] };
   checkpoints: Checkpoint[];
   slopes: Slope[];
   cascade: CascadeRecord[];
@@ -849,6 +851,11 @@ export function render(raw: Raw, rawFile: string): string {
       `(${n0(c.objectsPerSecond)} objects/s${c.segments.some((s) => s.at < raw.started) ? '; partly in an earlier run, reused with `--reuse`' : ''}).`,
     '',
   );
+  if (raw.checkpointsFrom)
+    out.push(
+      `The checkpoint${raw.checkpointsFrom.objects.length > 1 ? 's' : ''} at ${raw.checkpointsFrom.objects.map(n0).join(', ')} ${raw.checkpointsFrom.objects.length > 1 ? 'are' : 'is'} from the earlier run on the same cluster (\`bench/results/${raw.checkpointsFrom.file}\`), which this one continued with \`--reuse\`.`,
+      '',
+    );
   if (raw.skippedCheckpoints.length)
     out.push(
       `Checkpoints below what the reused cluster held were skipped: ${raw.skippedCheckpoints.map(n0).join(', ')}.`,
@@ -1270,7 +1277,35 @@ async function main(): Promise<void> {
     const mdAt = argv.indexOf('--results-md');
     const target = mdAt === -1 ? RESULTS_MD : path.resolve(argv[mdAt + 1] ?? RESULTS_MD);
     const raw = JSON.parse(readFileSync(file, 'utf8')) as Raw;
-    await writeOutputs(raw, path.basename(file), target);
+    let name = path.basename(file);
+    // A run continued with --reuse skipped the checkpoints its predecessor
+    // measured on the same cluster: --earlier FILE takes them from there.
+    const earlierAt = argv.indexOf('--earlier');
+    if (earlierAt !== -1) {
+      const earlierFile = argv[earlierAt + 1];
+      if (!earlierFile) throw new Error('--earlier takes a bench/results/scale-*.json');
+      const earlier = JSON.parse(readFileSync(earlierFile, 'utf8')) as Raw;
+      const taken = earlier.checkpoints.filter((cp) => raw.skippedCheckpoints.includes(cp.objects));
+      if (!taken.length)
+        throw new Error(
+          `${earlierFile} holds none of the skipped checkpoints ${raw.skippedCheckpoints.join(', ')}`,
+        );
+      const objects = taken.map((cp) => cp.objects);
+      raw.checkpoints = [...taken, ...raw.checkpoints].sort((a, b) => a.objects - b.objects);
+      raw.skippedCheckpoints = raw.skippedCheckpoints.filter((n) => !objects.includes(n));
+      raw.checkpointsFrom = { file: path.basename(earlierFile), objects };
+      raw.slopes = slopes(raw.checkpoints, raw.plan.contenders);
+      raw.notFullBecause = raw.notFullBecause.filter(
+        (why) => why !== 'fewer than 3 checkpoints measured' || raw.checkpoints.length < 3,
+      );
+      raw.full = raw.notFullBecause.length === 0;
+      name = name.replace(/\.json$/, '-with-earlier.json');
+      await fs.writeFile(
+        path.join(RESULTS_DIR(REPO_ROOT), name),
+        `${JSON.stringify(raw, null, 2)}\n`,
+      );
+    }
+    await writeOutputs(raw, name, target);
     return;
   }
   await run(parsePlan(argv));

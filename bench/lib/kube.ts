@@ -204,21 +204,51 @@ export function watchUntil(
     resolve = res;
     reject = rej;
   });
+  let lastVersion = fromVersion;
+  let held = false;
+  let failed = false;
   const onLine = (line: string): void => {
     const ev = JSON.parse(line) as {
       type: string;
-      object?: { metadata?: { name?: string; ownerReferences?: { uid: string }[] } };
+      object?: {
+        metadata?: { name?: string; resourceVersion?: string; ownerReferences?: { uid: string }[] };
+      };
     };
+    const version = ev.object?.metadata?.resourceVersion;
+    if (version) lastVersion = version;
+    if (ev.type === 'ERROR') {
+      failed = true;
+      reject(new Error(`watch on ${ns}: ${line.slice(0, 300)}`));
+      return;
+    }
     const name = ev.object?.metadata?.name;
-    if (name === undefined) return;
+    if (name === undefined || ev.type === 'BOOKMARK') return;
     const ownerUids = (ev.object?.metadata?.ownerReferences ?? []).map((r) => r.uid);
-    if (done({ type: ev.type, name, ownerUids })) resolve(performance.now());
+    // done() sees every event, also after it held (callers keep counting).
+    if (done({ type: ev.type, name, ownerUids }) && !held) {
+      held = true;
+      resolve(performance.now());
+    }
   };
-  const query = { watch: true, resourceVersion: fromVersion, timeoutSeconds: 3600 };
-  client
-    .stream(configmaps(ns), { query, signal: abort.signal }, () => undefined, onLine)
-    .then(() => reject(new Error(`watch on ${ns} ended before its condition held`)))
-    .catch((err: unknown) => reject(err instanceof Error ? err : new Error(String(err))));
+  // The server may end a watch early (its own timeout, or a watcher it
+  // judges too slow on a loaded machine): resume from the last version seen,
+  // so no event is missed or seen twice; a version too old answers ERROR 410.
+  const MAX_RESUMES = 100;
+  const open = async (): Promise<void> => {
+    for (let resumes = 0; !held && !failed && !abort.signal.aborted; resumes++) {
+      if (resumes > MAX_RESUMES)
+        throw new Error(`watch on ${ns} ended ${MAX_RESUMES} times before its condition held`);
+      const query = {
+        watch: true,
+        resourceVersion: lastVersion,
+        allowWatchBookmarks: true,
+        timeoutSeconds: 3600,
+      };
+      await client.stream(configmaps(ns), { query, signal: abort.signal }, () => undefined, onLine);
+    }
+    if (!held) throw new Error(`watch on ${ns} ended before its condition held`);
+  };
+  open().catch((err: unknown) => reject(err instanceof Error ? err : new Error(String(err))));
   finished.catch(() => undefined);
   return { finished, stop: () => abort.abort() };
 }

@@ -12,6 +12,8 @@ export interface Prometheus {
   dir: string;
   /** The first sample of an instant query, or undefined when there is none. */
   query(q: string): Promise<number | undefined>;
+  /** How many series an instant query returns, and its error (a bad query, or no answer). */
+  series(q: string): Promise<{ series: number; error?: string }>;
   /** Rejects when Prometheus fails to start or exits: race waits against it. */
   down: Promise<never>;
   stop(): Promise<void>;
@@ -64,6 +66,26 @@ export async function startPrometheus(
       const body = (await res.json()) as { data?: { result?: { value: [number, string] }[] } };
       const v = body.data?.result?.[0]?.value[1];
       return v === undefined ? undefined : Number(v);
+    },
+    async series(q) {
+      try {
+        const res = await fetch(
+          `http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`,
+        );
+        const body = (await res.json()) as {
+          status?: string;
+          error?: string;
+          data?: { resultType?: string; result?: unknown };
+        };
+        if (body.status !== 'success')
+          return { series: 0, error: body.error ?? `HTTP ${res.status}` };
+        const result = body.data?.result;
+        // A vector or matrix is a list of series; a scalar or string is one value.
+        if (Array.isArray(result)) return { series: result.length };
+        return { series: result === undefined ? 0 : 1 };
+      } catch (err) {
+        return { series: 0, error: err instanceof Error ? err.message : String(err) };
+      }
     },
     async stop() {
       stopping = true;

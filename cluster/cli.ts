@@ -13,7 +13,9 @@ commands:
                      --audit has kube-apiserver log every write to DIR/logs/audit.log;
                      --node (root: changes the host's network and cgroups) also joins a
                      node: kube-scheduler, containerd and a kubelet, on bridge kubegc0
-                     (198.18.0.1); without it Pods stay Pending
+                     (198.18.0.1), and an image registry there (https://198.18.0.1:5000,
+                     TLS from the cluster CA) that the kubelet pulls from (npm run image
+                     pushes to it); without it Pods stay Pending
   down               stop the processes started in DIR (node included), undo what they
                      added to the host and remove the data
   status             show what runs in DIR
@@ -67,6 +69,7 @@ async function main(argv: string[]): Promise<void> {
         log(
           `${n.reused ? 'reused the running' : 'joined'} node ${n.name} (${n.ip}, containerd ${n.containerdSocket}) in ${((Date.now() - nodeStarted) / 1000).toFixed(1)}s`,
         );
+        log(`registry: https://${n.registry} (CA ${path.relative(process.cwd(), n.registryCa)})`);
       }
       log(
         `kubectl: ${path.relative(process.cwd(), c.kubectl) || c.kubectl} --kubeconfig ${path.relative(process.cwd(), c.kubeconfig)}`,

@@ -31,6 +31,8 @@ import { ensurePackages, type Requirement } from './packages.ts';
 export const IMAGE_PACKAGES: Requirement[] = [
   { provides: 'podman', pkg: 'podman', why: 'builds the kubegc image from the Dockerfile' },
   { provides: 'mmdebstrap', pkg: 'mmdebstrap', why: 'makes the image’s Debian base locally' },
+  // podman is told to use runc (podmanArgv): Debian's podman pulls in crun, not runc.
+  { provides: 'runc', pkg: 'runc', why: 'the OCI runtime podman is told to use' },
 ];
 
 /** What importing into containerd needs on top of IMAGE_PACKAGES. */
@@ -584,4 +586,35 @@ export async function importImage(
       `ctr imported ${archive} but ${address} (namespace ${namespace}) does not list ${want}`,
     );
   return want;
+}
+
+/**
+ * Pushes the image podman built (`podmanRef`) to `target` (`host:port/name:tag`)
+ * over TLS, trusting the CA in `caFile` (podman's --cert-dir is a directory
+ * of CA certificates). Returns `target` and the digest the registry stored:
+ * the reference a kubelet pulls, as in any cluster.
+ */
+export async function pushImage(
+  podmanRef: string,
+  target: string,
+  caFile: string,
+): Promise<{ ref: string; digest: string }> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-push-'));
+  try {
+    await fs.copyFile(caFile, path.join(dir, 'ca.crt'));
+    const digestFile = path.join(dir, 'digest');
+    await podman([
+      'push',
+      '--tls-verify=true',
+      '--cert-dir',
+      dir,
+      '--digestfile',
+      digestFile,
+      podmanRef,
+      `docker://${target}`,
+    ]);
+    return { ref: target, digest: (await fs.readFile(digestFile, 'utf8')).trim() };
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
 }

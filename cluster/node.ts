@@ -1,7 +1,8 @@
 // A real node beside the local control plane (`npm run cluster -- up --node`):
 // kube-scheduler, containerd and a kubelet joined as one Ready node, so that
 // kubegc runs the way its users run it (image, `kubectl apply -k deploy/`,
-// pods, a DaemonSet on the kubelet's own containerd).
+// pods, a DaemonSet on the kubelet's own containerd), with an image registry
+// on the node bridge that the kubelet pulls from (cluster/registry.ts).
 //
 // Opt-in and root only: it changes the host. Everything it adds is recorded in
 // DIR/node/state.json and removed by downNode(): processes (by verified PID),
@@ -38,6 +39,7 @@ import {
 } from './controlplane.ts';
 import { hostToolsLayer, ociArchive, type ImageSpec } from './oci-image.ts';
 import { ensurePackages, type Requirement } from './packages.ts';
+import { REGISTRY_HOST, prepareRegistry, registryPaths, registryServes } from './registry.ts';
 
 export const NODE_NAME = 'kubegc-node';
 export const BRIDGE = 'kubegc0';
@@ -71,10 +73,15 @@ export const NODE_PACKAGES: Requirement[] = [
   { provides: '/usr/lib/cni/bridge', pkg: 'containernetworking-plugins', why: 'pod networking' },
   { provides: 'iptables', pkg: 'iptables', why: 'the Service DNAT and the forward DROP' },
   { provides: 'ip', pkg: 'iproute2', why: 'the node bridge' },
+  {
+    provides: 'docker-registry',
+    pkg: 'docker-registry',
+    why: 'the image registry the kubelet pulls from',
+  },
 ];
 
-type NodeComponent = 'containerd' | 'kube-scheduler' | 'kubelet';
-const NODE_COMPONENTS: NodeComponent[] = ['containerd', 'kube-scheduler', 'kubelet'];
+type NodeComponent = 'registry' | 'containerd' | 'kube-scheduler' | 'kubelet';
+const NODE_COMPONENTS: NodeComponent[] = ['registry', 'containerd', 'kube-scheduler', 'kubelet'];
 
 interface NodeState {
   processes: Partial<Record<NodeComponent, ProcessRecord>>;
@@ -109,6 +116,10 @@ export interface LocalNode {
   ip: string;
   dir: string;
   containerdSocket: string;
+  /** The image registry on the node bridge (host:port), which the kubelet pulls from. */
+  registry: string;
+  /** The CA that signed the registry's certificate (the cluster's): for podman push and helm. */
+  registryCa: string;
   /** true when upNode found the node running and reused it. */
   reused: boolean;
 }
@@ -290,7 +301,7 @@ function cniConfig(ipamDir: string): string {
 // ---------------------------------------------------------------------------
 // containerd
 
-function containerdConfig(cniConf: string): string {
+function containerdConfig(cniConf: string, registryHosts: string): string {
   return `version = 2
 root = "${CONTAINERD.root}"
 state = "${CONTAINERD.state}"
@@ -312,6 +323,9 @@ state = "${CONTAINERD.state}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "${cniConf}"
+  # Registry hosts (hosts.toml per host:port): the local registry, trusted through the cluster CA.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "${registryHosts}"
 `;
 }
 
@@ -334,7 +348,11 @@ export async function nodeImages(): Promise<string[]> {
   return (await ctrAsync(['images', 'ls', '-q'])).split('\n').filter(Boolean);
 }
 
-/** Builds the images as one OCI archive and imports it into the node's containerd (there is no registry). */
+/**
+ * Builds test images as one OCI archive and imports it into the node's containerd.
+ * For the tests' made-up images only: the kubegc image is pushed to the node's
+ * registry and pulled by the kubelet (cluster/registry.ts), as users' clusters do.
+ */
 export async function importNodeImages(specs: ImageSpec[]): Promise<void> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-images-'));
   try {
@@ -459,6 +477,8 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
     ip: NODE_IP,
     dir: p.dir,
     containerdSocket: CONTAINERD.socket,
+    registry: REGISTRY_HOST,
+    registryCa: paths(cluster.dir).caCrt,
     reused,
   });
   if (process.getuid?.() !== 0)
@@ -521,10 +541,25 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
     }
     await writeNodeState(cluster.dir, state);
 
+    log(`starting the image registry (https://${REGISTRY_HOST}, TLS from the cluster CA)`);
+    await prepareRegistry(cluster.dir, p.dir);
+    const registry = startProcess(cluster.dir, 'registry', await which('docker-registry'), [
+      'serve',
+      registryPaths(p.dir).config,
+    ]);
+    state.processes.registry = registry;
+    await writeNodeState(cluster.dir, state);
+    await waitUntil('the registry to serve', registry, 'registry', cluster.dir, 30_000, () =>
+      registryServes(cp.caCrt),
+    );
+
     log(
       `starting containerd (${CONTAINERD.socket}, ${state.diskMiB} MiB under ${CONTAINERD.root})`,
     );
-    await fs.writeFile(p.containerdConfig, containerdConfig(p.cniConf));
+    await fs.writeFile(
+      p.containerdConfig,
+      containerdConfig(p.cniConf, registryPaths(p.dir).hostsDir),
+    );
     const containerd = startProcess(cluster.dir, 'containerd', await which('containerd'), [
       '--config',
       p.containerdConfig,
@@ -686,6 +721,7 @@ export async function downNode(
     }
   }
   await stopProcess(state.processes.containerd);
+  await stopProcess(state.processes.registry);
   for (const pid of shimPids()) {
     try {
       process.kill(pid, 'SIGKILL');

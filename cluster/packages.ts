@@ -49,14 +49,22 @@ export function ensurePackages(
     throw new Error(`missing ${detail}; install with: sudo ${command}`);
   log(`installing ${pkgs.join(', ')} with apt-get (missing: ${detail})`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  // Test files run in parallel and may install at the same moment: wait for
+  // the other apt-get's lock instead of failing on it.
+  const lock = ['-o', 'DPkg::Lock::Timeout=600'];
   try {
-    execFileSync('apt-get', ['update', '-qq'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
-    execFileSync('apt-get', ['install', '-y', '-qq', ...pkgs], {
+    execFileSync('apt-get', [...lock, 'update', '-qq'], {
+      env,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    execFileSync('apt-get', [...lock, 'install', '-y', '-qq', ...pkgs], {
       env,
       stdio: ['ignore', 'ignore', 'inherit'],
     });
   } catch (err) {
-    throw new Error(`${command} failed: ${(err as Error).message}`);
+    // Another process may have installed them meanwhile (its lock was what failed us).
+    if (missingPackages(missing).length > 0)
+      throw new Error(`${command} failed: ${(err as Error).message}`);
   }
   const still = missingPackages(missing);
   if (still.length > 0)

@@ -13,7 +13,6 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
-import { buildKubegcImage, importImage } from '../../cluster/image.ts';
 import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
 import { hostToolsLayer, randomLayer, type ImageSpec } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
@@ -24,6 +23,7 @@ import {
   kubectlOf,
   nodeImages,
   podReady,
+  pushKubegcImage,
   run,
 } from '../support/local-node.ts';
 
@@ -172,9 +172,11 @@ async function runApp(image: string): Promise<string> {
 
 beforeAll(async () => {
   cluster = await up({ dir: DIR, log });
-  await upNode(cluster, { log, kubeletDisk: { imageGc: 'off', eviction: 'kubelet-defaults' } });
-  const image = await buildKubegcImage({ log });
-  kubegcRef = await importImage(image.archive);
+  const node = await upNode(cluster, {
+    log,
+    kubeletDisk: { imageGc: 'off', eviction: 'kubelet-defaults' },
+  });
+  kubegcRef = await pushKubegcImage(node, log);
   core = clients(cluster).core;
   await kubectl('apply', '-k', OVERLAY);
   // Time only: the fillers are old enough for the minimum age after 20 s, not 2 minutes.

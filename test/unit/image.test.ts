@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { podmanArgv, podmanRunArgv } from '../../cluster/image.ts';
+import { IMAGE_PACKAGES, podmanArgv, podmanRunArgv } from '../../cluster/image.ts';
 
 describe('cluster/image.ts podman command lines', () => {
   // With Debian's crun installed podman picks it, and crun fails on cgroup-v1
@@ -12,5 +12,11 @@ describe('cluster/image.ts podman command lines', () => {
       // a global flag: before the subcommand
       expect(at).toBeLessThan(argv.indexOf(argv.includes('build') ? 'build' : 'run'));
     }
+  });
+
+  // A fresh machine has no runc until containerd's packages come: `npm run image`
+  // alone failed there with 'default OCI runtime "runc" not found'.
+  it('installs the runtime it names', () => {
+    expect(IMAGE_PACKAGES.map((r) => r.provides)).toContain('runc');
   });
 });

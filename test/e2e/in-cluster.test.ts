@@ -10,7 +10,6 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
-import { buildKubegcImage, importImage } from '../../cluster/image.ts';
 import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
 import { hostToolsLayer, randomLayer } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
@@ -23,6 +22,7 @@ import {
   kubectlOf,
   nodeImages,
   podReady,
+  pushKubegcImage,
   run,
 } from '../support/local-node.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
@@ -111,10 +111,8 @@ async function cascade(prefix: string, n: number): Promise<string> {
 
 beforeAll(async () => {
   cluster = await up({ dir: DIR, audit: true, log });
-  await upNode(cluster, { log });
-  const image = await buildKubegcImage({ log });
-  kubegcRef = await importImage(image.archive);
-  log(`image ${kubegcRef} imported into the node's containerd`);
+  const node = await upNode(cluster, { log });
+  kubegcRef = await pushKubegcImage(node, log);
   c = clients(cluster);
   core = c.core;
   coordination = c.kc.makeApiClient(k8s.CoordinationV1Api);

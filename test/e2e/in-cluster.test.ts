@@ -14,7 +14,8 @@ import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts
 import { hostToolsLayer, randomLayer } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
 import { deleteBindings, httpsGet, serviceAccountToken } from '../support/metrics-access.ts';
-import { startPrometheus } from '../support/prometheus.ts';
+import { startPrometheus, type Prometheus } from '../support/prometheus.ts';
+import { checkDashboardQueries } from '../support/dashboard.ts';
 import { clients, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
 import {
   addNodeGcArgs,
@@ -185,45 +186,59 @@ async function metricsReaderToken(): Promise<string> {
   return readerToken;
 }
 
-test('a real Prometheus scrapes both replicas through the metrics Service, over HTTPS with a token bound to kubegc-metrics-reader, and sees the deletions', async () => {
-  // Debian's Prometheus (2.42) is built without Kubernetes service discovery:
-  // the Service's endpoints go into a file_sd targets file.
-  const endpoints = async (): Promise<string[]> => {
-    const slices = await c.kc.makeApiClient(k8s.DiscoveryV1Api).listNamespacedEndpointSlice({
-      namespace: NS,
-      labelSelector: 'kubernetes.io/service-name=kubegc-metrics',
-    });
-    return slices.items.flatMap((sl) =>
-      (sl.endpoints ?? []).flatMap((e) =>
-        e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:8443`),
-      ),
+/** The ready addresses of a Service's `metrics` port, from its EndpointSlices (what a ServiceMonitor's `port: metrics` selects). */
+async function metricsEndpoints(service: string): Promise<string[]> {
+  const slices = await c.kc.makeApiClient(k8s.DiscoveryV1Api).listNamespacedEndpointSlice({
+    namespace: NS,
+    labelSelector: `kubernetes.io/service-name=${service}`,
+  });
+  return slices.items.flatMap((sl) => {
+    const port = sl.ports?.find((p) => p.name === 'metrics')?.port;
+    if (port === undefined) return [];
+    return (sl.endpoints ?? []).flatMap((e) =>
+      e.conditions?.ready === false ? [] : e.addresses.map((a) => `${a}:${port}`),
     );
-  };
-  const addrs = await waitFor(
-    'the metrics Service to have both replicas as endpoints',
-    async () => {
-      const a = await endpoints();
-      return a.length === 2 ? a : undefined;
-    },
-  );
+  });
+}
+
+/**
+ * A real Prometheus scraping each job's addresses as the shipped ServiceMonitors
+ * (deploy/components/prometheus-operator) do: HTTPS, a bearer token bound to
+ * kubegc-metrics-reader, the self-signed certificate not verified. Debian's
+ * Prometheus (2.42) is built without Kubernetes service discovery: each job's
+ * endpoints go into a file_sd targets file.
+ */
+async function scrapeKubegc(jobs: Record<string, string[]>): Promise<Prometheus> {
   const token = await metricsReaderToken();
-  // Unauthenticated, the pods answer 401 (what the ServiceMonitor's token is for).
-  expect((await httpsGet(addrs[0] ?? '', '/metrics')).status).toBe(401);
-  const prom = await startPrometheus(async (dir) => {
-    const targets = path.join(dir, 'targets.json');
-    await fs.writeFile(targets, JSON.stringify([{ targets: addrs, labels: {} }]));
+  return startPrometheus(async (dir) => {
     await fs.writeFile(path.join(dir, 'token'), token);
-    // As the shipped ServiceMonitor: HTTPS, a bearer token, the self-signed certificate not verified.
-    return `global: { scrape_interval: 2s }
-scrape_configs:
-  - job_name: kubegc
+    const configs: string[] = [];
+    for (const [job, addrs] of Object.entries(jobs)) {
+      const targets = path.join(dir, `${job}.targets.json`);
+      await fs.writeFile(targets, JSON.stringify([{ targets: addrs, labels: {} }]));
+      configs.push(`  - job_name: ${job}
     scheme: https
     authorization: { credentials_file: ${path.join(dir, 'token')} }
     tls_config: { insecure_skip_verify: true }
     file_sd_configs:
       - files: [${targets}]
-`;
+`);
+    }
+    return `global: { scrape_interval: 2s }\nscrape_configs:\n${configs.join('')}`;
   });
+}
+
+test('a real Prometheus scrapes both replicas through the metrics Service, over HTTPS with a token bound to kubegc-metrics-reader, and sees the deletions', async () => {
+  const addrs = await waitFor(
+    'the metrics Service to have both replicas as endpoints',
+    async () => {
+      const a = await metricsEndpoints('kubegc-metrics');
+      return a.length === 2 ? a : undefined;
+    },
+  );
+  // Unauthenticated, the pods answer 401 (what the ServiceMonitor's token is for).
+  expect((await httpsGet(addrs[0] ?? '', '/metrics')).status).toBe(401);
+  const prom = await scrapeKubegc({ kubegc: addrs });
   const query = (q: string): Promise<number | undefined> => prom.query(q);
   try {
     // Both replicas are targets; the leader made the deletions of the cascade above.
@@ -431,6 +446,63 @@ test("the node GC DaemonSet: its container GC passes run against the node (pods 
       passBefore,
     { timeoutMs: 60_000 },
   );
+}, 300_000);
+
+test('every query of the Grafana dashboard returns series from a real Prometheus scraping both controller replicas and the node GC, around a cascade, an orphaning and node GC passes', async () => {
+  // The Services' endpoints now: after the failover above, one replica is a new pod.
+  const controllers = await waitFor('the metrics Service to have both replicas', async () => {
+    const a = await metricsEndpoints('kubegc-metrics');
+    return a.length === 2 ? a : undefined;
+  });
+  const nodes = await waitFor('the node GC metrics Service to have its pod', async () => {
+    const a = await metricsEndpoints('kubegc-node-metrics');
+    return a.length === 1 ? a : undefined;
+  });
+  const prom = await scrapeKubegc({ kubegc: controllers, 'kubegc-node': nodes });
+  try {
+    await Promise.race([
+      waitFor('Prometheus to scrape both replicas and the node GC', async () => {
+        const up = await prom.query('count(up == 1)').catch(() => undefined);
+        return up === 3 ? up : undefined;
+      }),
+      prom.down,
+    ]);
+    // Collections while Prometheus scrapes: a cascade, and an owner deleted
+    // with Orphan (kubegc_orphanings_total has no series before the first
+    // orphaning). Image and container GC passes run every 15 s and 5 s
+    // since the node GC tests above, and its removals' counters exist since then.
+    await cascade('in-cluster-dashboard', 20);
+    const ns = await testNamespace(core, 'in-cluster-dashboard-orphan');
+    const owner = await configMap(c, ns, 'owner');
+    await configMap(c, ns, 'dep', [ownerRef(owner)]);
+    await core.deleteNamespacedConfigMap({
+      namespace: ns,
+      name: 'owner',
+      propagationPolicy: 'Orphan',
+    });
+    await waitFor(
+      'the dependent to be orphaned and the owner gone',
+      async () => {
+        const dep = await core.readNamespacedConfigMap({ namespace: ns, name: 'dep' });
+        const names = await configMapNames(c, ns);
+        return (dep.metadata?.ownerReferences ?? []).length === 0 && !names.includes('owner');
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    // rate() and increase() need two samples in their window: poll with a deadline.
+    let failures: string[] = [];
+    await waitFor(
+      'every dashboard query to return series',
+      async () => {
+        failures = await checkDashboardQueries(prom);
+        return failures.length === 0;
+      },
+      { timeoutMs: 90_000, intervalMs: 2000 },
+    ).catch(() => undefined);
+    expect(failures).toEqual([]);
+  } finally {
+    await prom.stop();
+  }
 }, 300_000);
 
 test('kubectl delete -k leaves nothing behind', async () => {

@@ -610,16 +610,28 @@ describe('the chart and what it is checked against', () => {
     expect(chartValues.image).toMatchObject({ repository: DEPLOY_IMAGE, tag: '' });
   });
 
-  test("files/prometheusrule.yaml is the component's prometheusrule.yaml", () => {
-    expect(readFileSync(path.join(CHART, 'files/prometheusrule.yaml'), 'utf8')).toBe(
-      readFileSync(path.join(PROMETHEUS_COMPONENT, 'prometheusrule.yaml'), 'utf8'),
-    );
+  // Copies, not links: a packaged chart carries no file outside its directory.
+  test.each([
+    ['files/prometheusrule.yaml', 'prometheusrule.yaml'],
+    ['dashboards/kubegc.json', 'dashboards/kubegc.json'],
+  ])("%s is the component's %s", (copy, original) => {
+    const from = path.join(PROMETHEUS_COMPONENT, original);
+    const to = path.join(CHART, copy);
+    try {
+      expect(readFileSync(to, 'utf8')).toBe(readFileSync(from, 'utf8'));
+    } catch (e) {
+      if (e instanceof Error) {
+        e.message = `copy it: cp ${path.relative(ROOT, from)} ${path.relative(ROOT, to)}\n${e.message}`;
+      }
+      throw e;
+    }
   });
 
-  test("dashboards/kubegc.json is the component's dashboards/kubegc.json", () => {
-    expect(readFileSync(path.join(CHART, 'dashboards/kubegc.json'), 'utf8')).toBe(
-      readFileSync(path.join(PROMETHEUS_COMPONENT, 'dashboards/kubegc.json'), 'utf8'),
-    );
+  test('helm is the release cluster/helm/go.mod pins', () => {
+    const gomod = readFileSync(path.join(ROOT, 'cluster/helm/go.mod'), 'utf8');
+    const pinned = /^require\s+helm\.sh\/helm\/v4\s+(v\S+)/m.exec(gomod)?.[1];
+    expect(pinned).toMatch(/^v4\./);
+    expect(helmRun('version', '--short').stdout.trim()).toBe(pinned);
   });
 });
 

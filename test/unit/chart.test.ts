@@ -238,8 +238,8 @@ function replaceStrings<T>(value: T, from: string | RegExp, to: string): T {
   ) as T;
 }
 
-/** A JSON 6902 patch of one container of a workload of deploy/, as an overlay entry. */
-function containerPatch(kind: string, name: string, ops: object[]) {
+/** A JSON 6902 patch of one object of deploy/, as an overlay entry. */
+function jsonPatch(kind: string, name: string, ops: object[]) {
   return { target: { kind, name }, patch: dump(ops) };
 }
 
@@ -373,7 +373,7 @@ describe('helm template renders what kubectl kustomize renders', () => {
     expectSameObjects(
       helmTemplate({ createNamespace: true, image: { pullPolicy: 'Always' } }),
       kustomize({
-        patches: [containerPatch(...CONTROLLER, [op]), containerPatch(...NODE, [op])],
+        patches: [jsonPatch(...CONTROLLER, [op]), jsonPatch(...NODE, [op])],
       }),
     );
   });
@@ -394,11 +394,11 @@ describe('helm template renders what kubectl kustomize renders', () => {
       }),
       kustomize({
         patches: [
-          containerPatch(...CONTROLLER, [
+          jsonPatch(...CONTROLLER, [
             { op: 'replace', path: `${CONTAINER}/resources/requests/cpu`, value: '500m' },
             { op: 'add', path: `${CONTAINER}/resources/limits/cpu`, value: '2' },
           ]),
-          containerPatch(...NODE, [{ op: 'remove', path: `${CONTAINER}/resources/limits` }]),
+          jsonPatch(...NODE, [{ op: 'remove', path: `${CONTAINER}/resources/limits` }]),
         ],
       }),
     );
@@ -414,8 +414,8 @@ describe('helm template renders what kubectl kustomize renders', () => {
       }),
       kustomize({
         patches: [
-          containerPatch(...CONTROLLER, [add('--dry-run'), add('--workers'), add('40')]),
-          containerPatch(...NODE, [add('--image-gc-high-threshold=85'), add('--log-level=debug')]),
+          jsonPatch(...CONTROLLER, [add('--dry-run'), add('--workers'), add('40')]),
+          jsonPatch(...NODE, [add('--image-gc-high-threshold=85'), add('--log-level=debug')]),
         ],
       }),
     );
@@ -425,7 +425,7 @@ describe('helm template renders what kubectl kustomize renders', () => {
     const expected = kustomize({
       components: ['prometheus-operator'],
       patches: [
-        containerPatch('ClusterRoleBinding', 'kubegc-metrics-reader-prometheus', [
+        jsonPatch('ClusterRoleBinding', 'kubegc-metrics-reader-prometheus', [
           { op: 'replace', path: '/subjects/0/name', value: 'prometheus' },
           { op: 'replace', path: '/subjects/0/namespace', value: 'observability' },
         ]),

@@ -1,7 +1,9 @@
 // The kubegc command line as an operator meets it: help, version, and one
 // clear line with exit code 2 for anything it cannot accept.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { kubegcArgv } from '../../cluster/kubegc-command.ts';
 
 function kubegc(...args: string[]): { status: number | null; stdout: string; stderr: string } {
@@ -18,6 +20,38 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 test('--version prints the package version', () => {
   expect(kubegc('--version')).toMatchObject({ status: 0, stdout: `${pkg.version}\n` });
+});
+
+// The README's `npx kubegc …` on the prerequisites it states (npm on any Node
+// >= 20): runs the built CLI from node_modules/.bin (linked by npm ci's
+// prepare), with nothing from npm on stderr. With a `bin` in package.json, npx
+// installed the project into its cache first and printed EBADENGINE twice.
+test('npx kubegc --version: the version, and no npm noise, even with an empty npm cache', () => {
+  const cache = mkdtempSync(path.join(os.tmpdir(), 'kubegc-npx-cache-'));
+  try {
+    const r = spawnSync('npx', ['kubegc', '--version'], {
+      encoding: 'utf8',
+      cwd: path.join(import.meta.dirname, '..', '..'),
+      env: {
+        ...process.env,
+        // The user's shell: no node_modules/.bin of npm's own scripts on PATH,
+        // so npm runs on the system's Node.js, which may be older than kubegc's.
+        PATH: (process.env.PATH ?? '')
+          .split(path.delimiter)
+          .filter((p) => !p.includes(`node_modules${path.sep}.bin`))
+          .join(path.delimiter),
+        npm_config_cache: cache,
+        npm_config_update_notifier: 'false',
+      },
+    });
+    expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({
+      status: 0,
+      stdout: `${pkg.version}\n`,
+      stderr: '',
+    });
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
 });
 
 test('--help lists the commands; no arguments prints it and exits 2', () => {

@@ -10,7 +10,9 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
-import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
+import { helmBinary } from '../../cluster/helm.ts';
+import { CONTAINERD, PAUSE_IMAGE, downNode, upNode, type LocalNode } from '../../cluster/node.ts';
+import { registryCatalog } from '../../cluster/registry.ts';
 import { hostToolsLayer, randomLayer } from '../../cluster/oci-image.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
 import { deleteBindings, httpsGet, serviceAccountToken } from '../support/metrics-access.ts';
@@ -35,6 +37,7 @@ const CONTROLLER_SA = `system:serviceaccount:${NS}:kubegc-controller`;
 const log = (l: string): void => void process.stderr.write(`\nin-cluster: ${l}`);
 
 let cluster: Cluster;
+let node: LocalNode;
 let core: k8s.CoreV1Api;
 let coordination: k8s.CoordinationV1Api;
 let c: Clients;
@@ -112,7 +115,7 @@ async function cascade(prefix: string, n: number): Promise<string> {
 
 beforeAll(async () => {
   cluster = await up({ dir: DIR, audit: true, log });
-  const node = await upNode(cluster, { log });
+  node = await upNode(cluster, { log });
   kubegcRef = await pushKubegcImage(node, log);
   c = clients(cluster);
   core = c.core;
@@ -528,3 +531,153 @@ test('kubectl delete -k leaves nothing behind', async () => {
   const pods = await core.listPodForAllNamespaces();
   expect(pods.items.filter((p) => p.metadata?.namespace === NS)).toEqual([]);
 });
+
+// ---------------------------------------------------------------------------
+// The Helm path: the chart packaged, pushed to the node's registry as an OCI
+// artifact and installed from oci://, as an operator installs it. Runs after
+// `kubectl delete -k`, on the same node and image.
+
+const CHART = path.join(REPO_ROOT, 'charts', 'kubegc');
+const CHART_VERSION = '0.1.0';
+let helmHome: string | undefined;
+
+/** helm with this control plane's kubeconfig and a home of its own (no ~/.config/helm). */
+async function helm(...args: string[]): Promise<string> {
+  helmHome ??= await fs.mkdtemp(path.join(DIR, 'helm-home-'));
+  const home = helmHome;
+  const { stdout } = await run(await helmBinary(), [...args, '--kubeconfig', cluster.kubeconfig], {
+    maxBuffer: 64 * 1024 * 1024,
+    env: {
+      ...process.env,
+      HELM_CACHE_HOME: path.join(home, 'cache'),
+      HELM_CONFIG_HOME: path.join(home, 'config'),
+      HELM_DATA_HOME: path.join(home, 'data'),
+    },
+  });
+  return stdout;
+}
+
+const controllerArgs = async (): Promise<string[][]> =>
+  (await controllerPods()).map((p) => p.spec?.containers[0]?.args ?? []);
+
+test('helm install oci:// from the registry: the chart pushed as an OCI artifact, both replicas Ready with the pulled image, a cascade collected by its service account under the guardrails', async () => {
+  expect(deleted).toBe(true);
+  const out = await fs.mkdtemp(path.join(DIR, 'chart-'));
+  await helm('package', CHART, '--destination', out);
+  const pushed = await helm(
+    'push',
+    path.join(out, `kubegc-${CHART_VERSION}.tgz`),
+    `oci://${node.registry}/charts`,
+    '--ca-file',
+    node.registryCa,
+  );
+  log(`helm push: ${pushed.trim().replace(/\n/g, '; ')}`);
+  expect(await registryCatalog(node.registryCa)).toEqual(
+    expect.arrayContaining(['charts/kubegc', 'kubegc']),
+  );
+
+  const started = Date.now();
+  await helm(
+    'install',
+    'kubegc',
+    `oci://${node.registry}/charts/kubegc`,
+    '--version',
+    CHART_VERSION,
+    '--ca-file',
+    node.registryCa,
+    '--namespace',
+    NS,
+    '--create-namespace',
+    // What a user's values set: the image, and the guardrails (as the kustomize overlay).
+    '--set',
+    `image.repository=${node.registry}/kubegc`,
+    '--set',
+    'image.tag=dev',
+    '--set',
+    'guardrails.enabled=true',
+    '--wait',
+    '--timeout',
+    '300s',
+  );
+  const pods = await waitFor(
+    'both controller replicas of the release to be Ready',
+    async () => {
+      const p = await controllerPods();
+      return p.length === 2 && p.every(podReady) ? p : undefined;
+    },
+    { timeoutMs: 180_000, intervalMs: 500 },
+  );
+  log(
+    `helm install → both controller replicas Ready in ${((Date.now() - started) / 1000).toFixed(1)}s`,
+  );
+  for (const p of pods) expect(p.spec?.containers[0]?.image).toBe(`${node.registry}/kubegc:dev`);
+  await waitFor('a replica of the release to hold the Lease', leaderPod, { timeoutMs: 120_000 });
+  expect(await helm('status', 'kubegc', '-n', NS)).toContain('STATUS: deployed');
+
+  const ns = await cascade('helm', 100);
+  const deletes = await waitFor('the audit log to show the deletes', () => {
+    const d = auditDeletes(ns);
+    return Promise.resolve(d.size >= 101 ? d : undefined);
+  });
+  for (let i = 0; i < 100; i++) expect(deletes.get(`dep-${i}`)).toEqual([CONTROLLER_SA]);
+}, 600_000);
+
+test('helm upgrade with changed values rolls the controller; helm uninstall (and the namespace helm was told to create) leaves nothing behind', async () => {
+  const before = new Set((await controllerPods()).map((p) => p.metadata?.name));
+  expect(before.size).toBe(2);
+  await helm(
+    'upgrade',
+    'kubegc',
+    `oci://${node.registry}/charts/kubegc`,
+    '--version',
+    CHART_VERSION,
+    '--ca-file',
+    node.registryCa,
+    '--namespace',
+    NS,
+    '--reuse-values',
+    '--set',
+    'controller.extraArgs={--log-level=debug}',
+    '--wait',
+    '--timeout',
+    '300s',
+  );
+  await kubectl('rollout', 'status', 'deployment/kubegc-controller', '-n', NS, '--timeout=180s');
+  const rolled = await waitFor(
+    'two Ready replicas, all new, with the changed value',
+    async () => {
+      const p = await controllerPods();
+      const ok =
+        p.length === 2 &&
+        p.every(podReady) &&
+        p.every((x) => !before.has(x.metadata?.name)) &&
+        p.every((x) => x.spec?.containers[0]?.args?.includes('--log-level=debug'));
+      return ok ? p : undefined;
+    },
+    { timeoutMs: 180_000, intervalMs: 500 },
+  );
+  expect(rolled).toHaveLength(2);
+  expect((await controllerArgs()).every((a) => a.includes('--log-level=debug'))).toBe(true);
+  expect(await helm('history', 'kubegc', '-n', NS)).toContain('upgrade');
+  // Still collecting after the roll.
+  await cascade('helm-upgraded', 20);
+
+  await helm('uninstall', 'kubegc', '--namespace', NS, '--wait', '--timeout', '180s');
+  // --create-namespace made the namespace; helm does not own it (its release
+  // record lives there), so deleting it is the operator's last step.
+  await kubectl('delete', 'namespace', NS, '--wait=true', '--timeout=180s');
+  await waitFor(
+    `namespace ${NS} to be gone`,
+    async () => !(await core.listNamespace()).items.some((n) => n.metadata?.name === NS),
+    { timeoutMs: 180_000, intervalMs: 500 },
+  );
+  const left = await kubectl(
+    'get',
+    'clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings',
+    '-o',
+    'name',
+  );
+  expect(left.split('\n').filter((l) => l.includes('kubegc'))).toEqual([]);
+  const pods = await core.listPodForAllNamespaces();
+  expect(pods.items.filter((p) => p.metadata?.namespace === NS)).toEqual([]);
+}, 600_000);

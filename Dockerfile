@@ -2,8 +2,8 @@
 # tests, CI and this image. On the project's machines, where nothing can be
 # pulled, build it with `npm run image` (root; scripts/image.ts): podman builds
 # this file as it is on a node:24-bookworm-slim made locally (mmdebstrap, the
-# `node` devDependency's binary, npm), saves an OCI archive and imports it into
-# containerd as localhost/kubegc:dev. Wherever the real base can be pulled:
+# `node` devDependency's binary, npm) and pushes it to the local node's registry
+# as 198.18.0.1:5000/kubegc:dev. Wherever the real base can be pulled:
 #   docker build -t kubegc:dev .
 
 FROM node:24-bookworm-slim AS build

@@ -120,7 +120,7 @@ export const RUN_BY_E2E: readonly string[] = [
   'kubegc explain RESOURCE/NAME -n NAMESPACE',
   // docs/node-gc.md
   'npx kubegc node --once --dry-run',
-  'npx kubegc node --cri-endpoint unix:///run/containerd/containerd.sock --state-file /var/lib/kubegc/node-state.json',
+  'npx kubegc node --cri-endpoint unix:///run/containerd/containerd.sock --state-file /var/lib/kubegc/node-state.json --metrics-bind-address 0',
   // docs/operations.md
   'HELM=$(bash cluster/build-helm.sh)/helm',
   '$HELM package charts/kubegc --destination /tmp',

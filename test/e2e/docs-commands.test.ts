@@ -527,6 +527,10 @@ test('docs/operations.md: helm from cluster/build-helm.sh packages the chart', a
 /** The label on what this file puts in kubegc-system, so that only that is ever removed. */
 const MINE = { 'kubegc.test/docs-commands': 'true' };
 const ROLE = 'docs-commands-kubegc';
+const STALLED_ROLE = 'docs-commands-kubegc-stalled';
+/** A custom resource whose preferred version cannot be listed: its conversion webhook is a closed port. */
+const STALLED_GROUP = 'stalled.docs-commands.kubegc.test';
+const STALLED_CRD = `gadgets.${STALLED_GROUP}`;
 const DEBUGGER_BINDING = 'docs-commands-my-debugger';
 
 /** Lets a namespace go: its ConfigMaps' finalizers (this file's holds) removed. */
@@ -590,17 +594,115 @@ async function removeFixtures(): Promise<void> {
       { timeoutMs: 120_000 },
     );
   }
+  await c.kc
+    .makeApiClient(k8s.ApiextensionsV1Api)
+    .deleteCustomResourceDefinition({ name: STALLED_CRD })
+    .catch(ignore);
   await c.rbac.deleteClusterRole({ name: ROLE }).catch(ignore);
+  await c.rbac.deleteClusterRole({ name: STALLED_ROLE }).catch(ignore);
   await c.rbac.deleteClusterRoleBinding({ name: DEBUGGER_BINDING }).catch(ignore);
   await c.core
     .deleteNamespacedServiceAccount({ namespace: 'default', name: 'my-debugger' })
     .catch(ignore);
 }
 
+/**
+ * A kubegc that may list and watch STALLED_CRD only, whose preferred version
+ * (v2) cannot be listed: an object stored as v1 needs the conversion webhook,
+ * a closed port. Its watch counts as stalled after two watch cycles and the
+ * watchdog's grace (60 s; cycles of 1-2 s here), and kubegc records a
+ * WatchStalled event. Started early: the other tests run meanwhile.
+ */
+async function startStalledKubegc(ns: string): Promise<KubegcProcess> {
+  const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
+  const schema = {
+    openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+  };
+  await ext.createCustomResourceDefinition({
+    body: {
+      metadata: { name: STALLED_CRD },
+      spec: {
+        group: STALLED_GROUP,
+        scope: 'Cluster',
+        names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
+        versions: [
+          { name: 'v1', served: true, storage: true, schema },
+          { name: 'v2', served: true, storage: false, schema },
+        ],
+      },
+    },
+  });
+  const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
+  await waitFor('the custom resource to be served', async () => {
+    await custom.createClusterCustomObject({
+      group: STALLED_GROUP,
+      version: 'v1',
+      plural: 'gadgets',
+      body: { apiVersion: `${STALLED_GROUP}/v1`, kind: 'Gadget', metadata: { name: 'one' } },
+    });
+    return true;
+  });
+  await ext.patchCustomResourceDefinition(
+    {
+      name: STALLED_CRD,
+      body: {
+        spec: {
+          conversion: {
+            strategy: 'Webhook',
+            webhook: {
+              conversionReviewVersions: ['v1'],
+              clientConfig: { url: 'https://127.0.0.1:1/convert' },
+            },
+          },
+        },
+      },
+    },
+    k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+  );
+  await c.rbac.createClusterRole({
+    body: {
+      metadata: { name: STALLED_ROLE },
+      rules: [
+        { apiGroups: [STALLED_GROUP], resources: ['*'], verbs: ['list', 'watch'] },
+        { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+      ],
+    },
+  });
+  await c.core.createNamespacedServiceAccount({
+    namespace: ns,
+    body: { metadata: { name: 'kubegc-stalled' } },
+  });
+  await c.rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: `${ns}-kubegc-stalled` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: STALLED_ROLE },
+      subjects: [{ kind: 'ServiceAccount', name: 'kubegc-stalled', namespace: ns }],
+    },
+  });
+  const kubeconfig = await serviceAccountKubeconfig(cluster, {
+    namespace: ns,
+    name: 'kubegc-stalled',
+  });
+  return runKubegc(
+    controllerArgs(kubeconfig, [
+      '--metrics-bind-address',
+      '0',
+      '--min-watch-timeout',
+      '1s',
+      '--initial-sync-timeout',
+      '2s',
+      '--discovery-period',
+      '5s',
+    ]),
+  );
+}
+
 describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an unavailable APIService, a kubegc pod to read', () => {
   let ns: string;
   let owner: { uid: string; name: string };
   let pod: KubegcProcess | undefined;
+  /** A second kubegc, whose watch of STALLED_CRD stalls (KubegcWatchNotSynced's WatchStalled). */
+  let stalledKubegc: KubegcProcess | undefined;
   let podLog = '';
   let kubelet: https.Server | undefined;
 
@@ -666,6 +768,8 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
       (l) => l.msg === 'garbage collector started',
       120_000,
     );
+
+    stalledKubegc = await startStalledKubegc(ns);
 
     // The "kubelet": GET /containerLogs/<namespace>/<pod>/<container> from kube-apiserver.
     const { key, cert } = selfSignedCert(['127.0.0.1']);
@@ -826,6 +930,7 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
 
   afterAll(async () => {
     await pod?.stop();
+    await stalledKubegc?.stop();
     kubelet?.close();
     await removeFixtures();
     if (ns) {
@@ -918,7 +1023,7 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
     await c.kc.makeApiClient(k8s.ApiregistrationV1Api).deleteAPIService({ name: APISERVICE });
   });
 
-  test('KubegcWatchNotSynced and KubegcDeletionsFailing: WatchForbidden and GarbageCollectionForbidden events, the pod’s log, can-i, the resource itself', async () => {
+  test('KubegcWatchNotSynced and KubegcDeletionsFailing: WatchForbidden, GarbageCollectionForbidden and WatchStalled events, the pod’s log, can-i, the resource itself', async () => {
     const forbidden = await retrying('a WatchForbidden event', async () => {
       const r = await run('kubectl get events -A --field-selector reason=WatchForbidden');
       return r.stdout.includes(FORBIDDEN_RESOURCE) ? r : undefined;
@@ -948,10 +1053,22 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
       return r.stdout.includes('secret/orphaned-secret') ? r : undefined;
     });
     expect(denied.stdout).toContain(ns);
-    // The runbook's other look: the same selector syntax, accepted by the API server.
-    const stalled = await run('kubectl get events -A --field-selector reason=WatchStalled');
-    expect(stalled.stdout + stalled.stderr).toMatch(/WatchStalled|No resources found/);
-  });
+    // The second kubegc's watch of a resource it cannot list (a broken conversion webhook).
+    const stalled = await waitFor(
+      'a WatchStalled event',
+      async () => {
+        const r = await run('kubectl get events -A --field-selector reason=WatchStalled');
+        return r.stdout.includes(STALLED_CRD) ? r : undefined;
+      },
+      { timeoutMs: 150_000, intervalMs: 2000 },
+    );
+    expect(stalled.stdout).toContain(`apiservice/v2.${STALLED_GROUP}`);
+    await stalledKubegc?.waitForLog(
+      'the "watch stalled" log line',
+      (l) => l.msg === 'watch stalled' && l.resource === STALLED_CRD,
+      15_000,
+    );
+  }, 300_000);
 
   test('KubegcPendingCollectionsStuck: /metrics of the pod’s kubegc with a metrics reader’s token; operations.md: /debug/graph with my-debugger’s', async () => {
     const reader = await serviceAccountToken(c, ns, 'scraper', ['kubegc-metrics-reader']);

@@ -200,7 +200,7 @@ export const PROVEN_ELSEWHERE: readonly ProvenElsewhere[] = [
       { file: 'deploy/kustomization.yaml', words: ['image', 'kubegc'] },
       { file: OVERLAY, words: ['image', 'kubegc'] },
     ],
-    why: 'kustomize is not installed here; the e2e overlay sets `images:` as `kustomize edit set image` writes it, and the in-cluster e2e applies it',
+    why: 'kustomize is not installed here: the command rewrites the `images:` entry named kubegc in deploy/kustomization.yaml; the e2e overlay sets the image the same way (`images:`), and the in-cluster e2e applies it and runs the pulled image',
   },
   {
     command: 'kubectl apply -k deploy/',

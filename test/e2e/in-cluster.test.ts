@@ -658,7 +658,10 @@ test('helm upgrade with changed values rolls the controller; helm uninstall (and
   );
   expect(rolled).toHaveLength(2);
   expect((await controllerArgs()).every((a) => a.includes('--log-level=debug'))).toBe(true);
-  expect(await helm('history', 'kubegc', '-n', NS)).toContain('upgrade');
+  // Revision 2 is the upgrade, and the one deployed.
+  expect(await helm('history', 'kubegc', '-n', NS)).toMatch(
+    /^2\s.*\sdeployed\s.*Upgrade complete/m,
+  );
   // Still collecting after the roll.
   await cascade('helm-upgraded', 20);
 

@@ -711,6 +711,11 @@ export async function up(opts: UpOptions): Promise<Cluster> {
         await fs.writeFile(path.join(dir, 'audit-policy.yaml'), auditPolicy(opts.auditReadsOf));
       await writeState(dir, existing);
       await restartApiServer(await clusterFrom(dir, existing, true));
+      // It recorded the new process in the state file: keep that record, or the
+      // write below (a controller-mode change in the same call) puts the old pid
+      // back and `down` leaves the new kube-apiserver running.
+      const restarted = await readState(dir);
+      if (restarted) existing.processes['kube-apiserver'] = restarted.processes['kube-apiserver'];
     }
     if (existing.builtinGc !== builtinGc) {
       log(

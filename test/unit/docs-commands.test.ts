@@ -109,6 +109,11 @@ describe('every command in the docs is proven', () => {
     ]);
     expect(
       provenProblems(REPO_ROOT, commands, [...RUN_BY_E2E, 'npm test'], PROVEN_ELSEWHERE),
-    ).toContain('README.md:47: `npm test` is in both RUN_BY_E2E and PROVEN_ELSEWHERE');
+    ).toContainEqual(
+      // The line moves as the README does; the file and the complaint do not.
+      expect.stringMatching(
+        /^README\.md:\d+: `npm test` is in both RUN_BY_E2E and PROVEN_ELSEWHERE$/,
+      ),
+    );
   });
 });

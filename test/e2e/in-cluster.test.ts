@@ -513,12 +513,14 @@ test('kubectl delete -k leaves nothing behind', async () => {
   if (scraperNs) await deleteBindings(c, scraperNs);
   await kubectl('delete', '-k', OVERLAY, '--wait=true', '--timeout=180s');
   deleted = true;
+  await expectNothingLeft();
+});
+
+/** The namespace gone, no kubegc cluster-scoped object and no pod of it left. */
+async function expectNothingLeft(): Promise<void> {
   await waitFor(
     `namespace ${NS} to be gone`,
-    async () => {
-      const list = await core.listNamespace();
-      return !list.items.some((n) => n.metadata?.name === NS);
-    },
+    async () => !(await core.listNamespace()).items.some((n) => n.metadata?.name === NS),
     { timeoutMs: 180_000, intervalMs: 500 },
   );
   const left = await kubectl(
@@ -530,7 +532,7 @@ test('kubectl delete -k leaves nothing behind', async () => {
   expect(left.split('\n').filter((l) => l.includes('kubegc'))).toEqual([]);
   const pods = await core.listPodForAllNamespaces();
   expect(pods.items.filter((p) => p.metadata?.namespace === NS)).toEqual([]);
-});
+}
 
 // ---------------------------------------------------------------------------
 // The Helm path: the chart packaged, pushed to the node's registry as an OCI
@@ -669,18 +671,5 @@ test('helm upgrade with changed values rolls the controller; helm uninstall (and
   // --create-namespace made the namespace; helm does not own it (its release
   // record lives there), so deleting it is the operator's last step.
   await kubectl('delete', 'namespace', NS, '--wait=true', '--timeout=180s');
-  await waitFor(
-    `namespace ${NS} to be gone`,
-    async () => !(await core.listNamespace()).items.some((n) => n.metadata?.name === NS),
-    { timeoutMs: 180_000, intervalMs: 500 },
-  );
-  const left = await kubectl(
-    'get',
-    'clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings',
-    '-o',
-    'name',
-  );
-  expect(left.split('\n').filter((l) => l.includes('kubegc'))).toEqual([]);
-  const pods = await core.listPodForAllNamespaces();
-  expect(pods.items.filter((p) => p.metadata?.namespace === NS)).toEqual([]);
+  await expectNothingLeft();
 }, 600_000);

@@ -4,7 +4,8 @@
 // project by installing it into its cache first, and that install prints npm's
 // EBADENGINE warning (twice) whenever npm itself runs on an older Node.js than
 // kubegc's engines, although kubegc runs on the Node 24 that npm ci installed
-// (node_modules/.bin/node, first on npx's PATH, found by dist/cli.js's shebang).
+// (node_modules/.bin/node, first on npx's PATH, found by dist/cli.js's shebang;
+// npm run build makes dist/cli.js executable, as npm does for a bin it links).
 import fs from 'node:fs';
 import path from 'node:path';
 import { URL, fileURLToPath } from 'node:url';

@@ -39,7 +39,7 @@ import {
   httpsGet,
   serviceAccountToken,
 } from '../support/metrics-access.ts';
-import { configMap, ownerRef } from '../support/objects.ts';
+import { breakConversion, configMap, ownerRef } from '../support/objects.ts';
 import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { selfSignedCert } from '../support/tls.ts';
 
@@ -660,23 +660,7 @@ async function startStalledKubegc(ns: string): Promise<KubegcProcess> {
     });
     return true;
   });
-  await ext.patchCustomResourceDefinition(
-    {
-      name: STALLED_CRD,
-      body: {
-        spec: {
-          conversion: {
-            strategy: 'Webhook',
-            webhook: {
-              conversionReviewVersions: ['v1'],
-              clientConfig: { url: 'https://127.0.0.1:1/convert' },
-            },
-          },
-        },
-      },
-    },
-    k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-  );
+  await breakConversion(ext, STALLED_CRD);
   await c.rbac.createClusterRole({
     body: {
       metadata: { name: STALLED_ROLE },

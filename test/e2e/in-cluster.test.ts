@@ -559,6 +559,18 @@ async function helm(...args: string[]): Promise<string> {
   return stdout;
 }
 
+/** The release and its chart in the node's registry, as install and upgrade name them. */
+const fromRegistry = (): string[] => [
+  'kubegc',
+  `oci://${node.registry}/charts/kubegc`,
+  '--version',
+  CHART_VERSION,
+  '--ca-file',
+  node.registryCa,
+  '--namespace',
+  NS,
+];
+
 const controllerArgs = async (): Promise<string[][]> =>
   (await controllerPods()).map((p) => p.spec?.containers[0]?.args ?? []);
 
@@ -581,14 +593,7 @@ test('helm install oci:// from the registry: the chart pushed as an OCI artifact
   const started = Date.now();
   await helm(
     'install',
-    'kubegc',
-    `oci://${node.registry}/charts/kubegc`,
-    '--version',
-    CHART_VERSION,
-    '--ca-file',
-    node.registryCa,
-    '--namespace',
-    NS,
+    ...fromRegistry(),
     '--create-namespace',
     // What a user's values set: the image, and the guardrails (as the kustomize overlay).
     '--set',
@@ -629,14 +634,7 @@ test('helm upgrade with changed values rolls the controller; helm uninstall (and
   expect(before.size).toBe(2);
   await helm(
     'upgrade',
-    'kubegc',
-    `oci://${node.registry}/charts/kubegc`,
-    '--version',
-    CHART_VERSION,
-    '--ca-file',
-    node.registryCa,
-    '--namespace',
-    NS,
+    ...fromRegistry(),
     '--reuse-values',
     '--set',
     'controller.extraArgs={--log-level=debug}',

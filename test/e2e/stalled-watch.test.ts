@@ -21,6 +21,7 @@ import {
   waitFor,
   type Clients,
 } from '../support/cluster.ts';
+import { breakConversion } from '../support/objects.ts';
 
 let cluster: Cluster;
 let c: Clients;
@@ -84,24 +85,7 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
       });
       return true;
     });
-    // The webhook points at a closed port on this machine.
-    await ext.patchCustomResourceDefinition(
-      {
-        name: crdName,
-        body: {
-          spec: {
-            conversion: {
-              strategy: 'Webhook',
-              webhook: {
-                conversionReviewVersions: ['v1'],
-                clientConfig: { url: 'https://127.0.0.1:1/convert' },
-              },
-            },
-          },
-        },
-      },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
+    await breakConversion(ext, crdName);
 
     client = await KubeClient.create(await kubegcKubeConfig(cluster));
     const metrics = createControllerMetrics();

@@ -1,5 +1,5 @@
 // Building blocks for ownership trees in e2e tests.
-import type * as k8s from '@kubernetes/client-node';
+import * as k8s from '@kubernetes/client-node';
 import type { Clients } from './cluster.ts';
 import { statusOf, waitFor } from './cluster.ts';
 
@@ -161,5 +161,30 @@ export async function collectBlockingCycle(c: Clients, namespace: string): Promi
     {
       timeoutMs: 90_000,
     },
+  );
+}
+
+/**
+ * Points a CRD's conversion at a webhook on a closed port of this machine, so
+ * that its stored objects can no longer be served: a watch of the resource
+ * stalls (what the stalled-watch alert and its runbook are about).
+ */
+export async function breakConversion(ext: k8s.ApiextensionsV1Api, crdName: string): Promise<void> {
+  await ext.patchCustomResourceDefinition(
+    {
+      name: crdName,
+      body: {
+        spec: {
+          conversion: {
+            strategy: 'Webhook',
+            webhook: {
+              conversionReviewVersions: ['v1'],
+              clientConfig: { url: 'https://127.0.0.1:1/convert' },
+            },
+          },
+        },
+      },
+    },
+    k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
   );
 }

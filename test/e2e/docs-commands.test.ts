@@ -562,28 +562,10 @@ async function removeFixtures(): Promise<void> {
   const selector = Object.entries(MINE)
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
-  for (const d of (
-    await c.apps.listNamespacedDeployment({ namespace: SYSTEM_NS, labelSelector: selector })
-  ).items)
-    await c.apps
-      .deleteNamespacedDeployment({ namespace: SYSTEM_NS, name: d.metadata?.name ?? '' })
-      .catch(ignore);
-  for (const r of (
-    await c.apps.listNamespacedReplicaSet({ namespace: SYSTEM_NS, labelSelector: selector })
-  ).items)
-    await c.apps
-      .deleteNamespacedReplicaSet({ namespace: SYSTEM_NS, name: r.metadata?.name ?? '' })
-      .catch(ignore);
-  for (const p of (
-    await c.core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: selector })
-  ).items)
-    await c.core
-      .deleteNamespacedPod({
-        namespace: SYSTEM_NS,
-        name: p.metadata?.name ?? '',
-        gracePeriodSeconds: 0,
-      })
-      .catch(ignore);
+  const mine = { namespace: SYSTEM_NS, labelSelector: selector };
+  await c.apps.deleteCollectionNamespacedDeployment(mine).catch(ignore);
+  await c.apps.deleteCollectionNamespacedReplicaSet(mine).catch(ignore);
+  await c.core.deleteCollectionNamespacedPod({ ...mine, gracePeriodSeconds: 0 }).catch(ignore);
   await c.core.deleteNode({ name: NODE }).catch(ignore);
   // A DaemonSet of deploy/ (when an e2e file applied it) made a pod for that node.
   for (const p of (await c.core.listNamespacedPod({ namespace: SYSTEM_NS })).items)

@@ -12,7 +12,7 @@ import { silentLogger } from '../log.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
 import { WorkerState, type GcContext } from './context.ts';
 import { CollectionSlis } from './slis.ts';
-import type { DeletionPropagation } from './decide.ts';
+import { withoutReferences, type DeletionPropagation } from './decide.ts';
 import {
   StaleDecisionError,
   type DeletePreconditions,
@@ -92,16 +92,19 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
   };
   const removedAt: { name: string; uids: string[]; resourceVersion: string | undefined }[] = [];
   Object.assign(api, {
-    removeOwnerReferencesAt: jest.fn((_r: ResourceInfo, meta: ObjectMeta, uids: string[]) => {
-      removedAt.push({ name: meta.name, uids, resourceVersion: meta.resourceVersion });
-      const live = objects.get(meta.name);
-      if (!live || live.uid !== meta.uid) return Promise.resolve({ outcome: 'gone' as const });
-      if (live.resourceVersion !== meta.resourceVersion)
-        return Promise.resolve({ outcome: 'conflict' as const });
-      live.ownerReferences = (live.ownerReferences ?? []).filter((r) => !uids.includes(r.uid));
-      live.resourceVersion = String(Number(live.resourceVersion) + 1);
-      return Promise.resolve({ outcome: 'done' as const });
-    }),
+    removeOwnerReferencesAt: jest.fn(
+      (_r: ResourceInfo, meta: ObjectMeta, refs: OwnerReference[]) => {
+        const uids = refs.map((r) => r.uid);
+        removedAt.push({ name: meta.name, uids, resourceVersion: meta.resourceVersion });
+        const live = objects.get(meta.name);
+        if (!live || live.uid !== meta.uid) return Promise.resolve({ outcome: 'gone' as const });
+        if (live.resourceVersion !== meta.resourceVersion)
+          return Promise.resolve({ outcome: 'conflict' as const });
+        live.ownerReferences = withoutReferences(live.ownerReferences ?? [], refs);
+        live.resourceVersion = String(Number(live.resourceVersion) + 1);
+        return Promise.resolve({ outcome: 'done' as const });
+      },
+    ),
   });
   const unblocks: { name: string; resourceVersion: string | undefined }[] = [];
   /** Runs right before an unblock PATCH or a DELETE reaches the "server": a concurrent writer. */
@@ -785,4 +788,72 @@ test('a DELETE answered 404 for an object that exists: the graph does not learn 
   expect(await attemptToDelete(t.ctx, 'd')).toEqual({ result: 'requeue' });
   expect(t.gets).toEqual(['dep']);
   expect(t.graph.get('d')?.virtual).toBe(false);
+});
+
+// Issue 32, item 1: two references with one UID, one naming the live owner
+// and one naming nothing, with the other known absent beforehand. Upstream
+// classifies each reference on its own: the live one is solid, the object stays.
+describe('two references with one UID, one naming a live owner', () => {
+  const x: ObjectMeta = { uid: 'x', name: 'cm-x', namespace: 'ns', resourceVersion: '3' };
+  const live: OwnerReference = { apiVersion: 'v1', kind: 'ConfigMap', name: 'cm-x', uid: 'x' };
+  const bogus: OwnerReference = { apiVersion: 'v1', kind: 'ConfigMap', name: 'bogus', uid: 'x' };
+
+  function patchedToBoth() {
+    const before: ObjectMeta = { ...dependent, ownerReferences: [ownerRef('o')] };
+    const after: ObjectMeta = {
+      ...dependent,
+      resourceVersion: '8',
+      ownerReferences: [live, bogus],
+    };
+    const objects = new Map([
+      ['dep', structuredClone(after)],
+      ['cm-x', { ...x }],
+    ]);
+    const t = setup(objects);
+    t.observe(owner);
+    t.observe(x);
+    t.observe(before);
+    // `bogus` was read absent earlier (another object naming it, say).
+    t.absent.add(coordinatesKey('v1', 'ConfigMap', 'ns', 'bogus', 'x'));
+    t.observe(after);
+    return { t, objects };
+  }
+
+  test('decided on the graph copy: kept, and only the reference naming nothing is removed', async () => {
+    const { t, objects } = patchedToBoth();
+    expect(t.graph.get('d')?.ownerReferences).toEqual([live, bogus]);
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.deletes).toEqual([]);
+    expect(objects.get('dep')?.ownerReferences).toEqual([live]);
+  });
+
+  test('decided live: kept, and only the reference naming nothing is removed', async () => {
+    const { t, objects } = patchedToBoth();
+    // A graph that has not observed `cm-x` cannot vouch for it: every owner is read live.
+    const g = new OwnershipGraph();
+    const p = new Propagator(
+      g,
+      t.absent,
+      {
+        attemptToDelete: () => undefined,
+        attemptToDeleteRateLimited: () => undefined,
+        attemptToOrphan: () => undefined,
+      },
+      silentLogger,
+    );
+    p.apply({
+      type: 'upsert',
+      resource: CONFIGMAPS,
+      meta: { ...dependent, resourceVersion: '8', ownerReferences: [live, bogus] },
+    });
+    t.ctx.graph = g;
+
+    await attemptToDelete(t.ctx, 'd');
+
+    expect(t.deletes).toEqual([]);
+    expect(t.gets).toContain('cm-x');
+    expect(objects.get('dep')?.ownerReferences).toEqual([live]);
+  });
 });

@@ -11,6 +11,7 @@ import {
   groupResource,
   groupVersion,
   type ObjectMeta,
+  type OwnerReference,
   type ResourceInfo,
 } from '../api/resources.ts';
 import type { NodeSnapshot } from '../graph/graph.ts';
@@ -27,6 +28,7 @@ import {
   decideDeletingDependents,
   FOREGROUND_FINALIZER,
   onlyBlockOwnerDeletionChanged,
+  removalByUidIsExact,
   sameOwnerReferences,
   type ClassifiedOwner,
   type Decision,
@@ -313,25 +315,30 @@ async function carryOut(
     }
     case 'removeOwnerReferences': {
       const fields = decisionFields(resource, meta, decision.reason, owners);
+      const removed = decision.refs.map(describeReference);
       if (ctx.dryRun) {
-        ctx.log.info('dry run: would remove owner references', {
-          ...fields,
-          remove: decision.uids,
-        });
+        ctx.log.info('dry run: would remove owner references', { ...fields, remove: removed });
         return DONE;
       }
       // From the graph's copy: only references to owners known gone go, from
       // exactly the version decided on (a 409 sends it the live way). The
       // graph may be late to show the live owner gone too: then its delete
-      // event queues the object again, and keeping is the safe error.
-      const written = fromGraph
-        ? await ctx.api.removeOwnerReferencesAt(resource, meta, decision.uids)
-        : await ctx.api.removeOwnerReferences(resource, meta, decision.uids);
-      if (written.outcome === 'conflict') return { kind: 'decideLive' };
+      // event queues the object again, and keeping is the safe error. After a
+      // live read, by UID (the references of those UIDs all go: unguarded by
+      // resourceVersion, as upstream), unless a reference to keep shares one
+      // of the UIDs: then exactly those references, from the version read.
+      const byUid = !fromGraph && removalByUidIsExact(meta.ownerReferences ?? [], decision.refs);
+      const written = byUid
+        ? await ctx.api.removeOwnerReferences(resource, meta, [
+            ...new Set(decision.refs.map((r) => r.uid)),
+          ])
+        : await ctx.api.removeOwnerReferencesAt(resource, meta, decision.refs);
+      if (written.outcome === 'conflict')
+        return fromGraph ? { kind: 'decideLive' } : { kind: 'decideAgain' };
       if (written.outcome === 'gone') return { kind: 'gone' };
       ctx.log.info('removed owner references', {
         ...fields,
-        removed: decision.uids,
+        removed,
         ...(fromGraph ? { fromGraph } : {}),
       });
       return DONE;
@@ -514,6 +521,11 @@ function reportDeleted(
   // the object then has left the graph, or stays only as a virtual owner.
   const present = ctx.graph.has(uid) && ctx.graph.get(uid)?.virtual !== true;
   ctx.slis?.collecting(uid, since ?? Date.now(), !present);
+}
+
+/** A reference for logs: which owner it names, UID and all (two may share a UID). */
+function describeReference(r: OwnerReference): string {
+  return `${r.apiVersion}/${r.kind} ${r.name} (uid ${r.uid})`;
 }
 
 // ---- settle ---------------------------------------------------------------

@@ -5,7 +5,9 @@ import {
   decide,
   decideDeletingDependents,
   policyFromFinalizers,
+  removalByUidIsExact,
   sameOwnerReferences,
+  withoutReferences,
   type ClassifiedOwner,
   type Decision,
   type DeletionPropagation,
@@ -162,7 +164,7 @@ describe('decide', () => {
       [],
       {
         action: 'removeOwnerReferences',
-        uids: ['b'],
+        refs: [ref('b')],
         reason:
           'some owners exist; removing references to owners that are gone or deleting their dependents',
       },
@@ -174,7 +176,7 @@ describe('decide', () => {
       [dep('d1', { deletingDependents: true })],
       {
         action: 'removeOwnerReferences',
-        uids: ['a'],
+        refs: [ref('a')],
         reason:
           'some owners exist; removing references to owners that are gone or deleting their dependents',
       },
@@ -186,7 +188,7 @@ describe('decide', () => {
       [],
       {
         action: 'removeOwnerReferences',
-        uids: ['d', 'w'],
+        refs: [ref('d'), ref('w')],
         reason:
           'some owners exist; removing references to owners that are gone or deleting their dependents',
       },
@@ -300,13 +302,33 @@ describe('decide', () => {
     expect(decide({ live: live(finalizers), owners, dependents })).toEqual(expected);
   });
 
-  test('removes exactly the uids of the non-solid references, in owner order', () => {
+  test('removes exactly the non-solid references, in owner order', () => {
     const d = decide({
       live: live(),
       owners: [owner('d1', 'dangling'), owner('s', 'solid'), owner('d2', 'dangling')],
       dependents: [],
     });
-    expect(d.action === 'removeOwnerReferences' ? d.uids : undefined).toEqual(['d1', 'd2']);
+    expect(d.action === 'removeOwnerReferences' ? d.refs : undefined).toEqual([
+      ref('d1'),
+      ref('d2'),
+    ]);
+  });
+
+  test('two references with one UID: the live one keeps the object, only the other is removed', () => {
+    const live_ = ref('x', { name: 'rs-live' });
+    const bogus = ref('x', { name: 'rs-bogus' });
+    const d = decide({
+      live: live(),
+      owners: [
+        { ref: live_, state: 'solid', detail: 'owner-exists' },
+        { ref: bogus, state: 'dangling', detail: 'not-found' },
+      ],
+      dependents: [],
+    });
+    expect(d).toMatchObject({ action: 'removeOwnerReferences', refs: [bogus] });
+    // A strategic merge patch by UID would remove the live reference too.
+    expect(removalByUidIsExact([live_, bogus], [bogus])).toBe(false);
+    expect(withoutReferences([live_, bogus], [bogus])).toEqual([live_]);
   });
 });
 

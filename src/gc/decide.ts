@@ -48,7 +48,16 @@ export function classifyLookup(ref: OwnerReference, lookup: OwnerLookup): Classi
 
 export type Decision =
   | { action: 'none'; reason: string }
-  | { action: 'removeOwnerReferences'; uids: string[]; reason: string }
+  | {
+      action: 'removeOwnerReferences';
+      /**
+       * Exactly the references to remove, each by its whole identity: two
+       * references may share a UID (the API server accepts it), and one of
+       * them naming a live owner keeps it.
+       */
+      refs: OwnerReference[];
+      reason: string;
+    }
   | {
       action: 'delete';
       policy: DeletionPropagation;
@@ -78,11 +87,13 @@ export function decide({ live, owners, dependents }: DeleteDecisionInput): Decis
   const dangling = owners.filter((o) => o.state === 'dangling');
   const waiting = owners.filter((o) => o.state === 'waiting');
   if (solid.length > 0) {
-    const remove = [...dangling, ...waiting].map((o) => o.ref.uid);
+    // A solid reference keeps the object, whatever another reference with
+    // the same UID says (upstream classifies each reference on its own too).
+    const remove = [...dangling, ...waiting].map((o) => o.ref);
     if (remove.length === 0) return { action: 'none', reason: 'all owners exist' };
     return {
       action: 'removeOwnerReferences',
-      uids: remove,
+      refs: remove,
       reason:
         'some owners exist; removing references to owners that are gone or deleting their dependents',
     };
@@ -131,6 +142,33 @@ export function decideDeletingDependents(dependents: DependentSnapshot[]): Foreg
     queue: blocking.filter((d) => !d.deletingDependents).map((d) => d.uid),
     blocking: blocking.length,
   };
+}
+
+/** The same reference: one owner named the same way (flags aside). */
+export function sameReferent(a: OwnerReference, b: OwnerReference): boolean {
+  return a.uid === b.uid && a.name === b.name && a.kind === b.kind && a.apiVersion === b.apiVersion;
+}
+
+/** `refs` without every reference that names an owner named in `remove`. */
+export function withoutReferences(
+  refs: readonly OwnerReference[],
+  remove: readonly OwnerReference[],
+): OwnerReference[] {
+  return refs.filter((r) => !remove.some((x) => sameReferent(r, x)));
+}
+
+/**
+ * Whether removing by UID (a strategic merge patch's `$patch: delete`, keyed
+ * by uid) removes exactly `remove` from `refs`: not when another reference
+ * with one of those UIDs names something else, which must stay.
+ */
+export function removalByUidIsExact(
+  refs: readonly OwnerReference[],
+  remove: readonly OwnerReference[],
+): boolean {
+  return refs.every(
+    (r) => !remove.some((x) => x.uid === r.uid) || remove.some((x) => sameReferent(r, x)),
+  );
 }
 
 /** Two ownerReferences lists are the same for the purpose of a retried DELETE. */

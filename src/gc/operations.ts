@@ -17,11 +17,12 @@ import {
   objectPath,
   trimMeta,
   type ObjectMeta,
+  type OwnerReference,
   type RawMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
 import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
-import type { DeletionPropagation } from './decide.ts';
+import { removalByUidIsExact, withoutReferences, type DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
 
@@ -282,34 +283,37 @@ export class GcApi {
   }
 
   /**
-   * Removes the owner references with these UIDs from exactly the version of
-   * the object in `meta` (the graph's copy): the patch carries its uid and
-   * resourceVersion, so the API server applies it only to that version and
-   * answers 409 otherwise ('conflict': the caller decides again from a live
-   * read). Strategic merge patch; a JSON merge patch of the list for custom
-   * resources (415), computed from the same copy and equally guarded.
+   * Removes exactly the references `remove` (each by its whole identity)
+   * from exactly the version of the object in `meta` (the graph's copy, or a
+   * live read): the patch carries its uid and resourceVersion, so the API
+   * server applies it only to that version and answers 409 otherwise
+   * ('conflict': the caller decides again from a live read).
+   *
+   * A strategic merge patch deletes by UID, its merge key: that is exact
+   * only when no other reference shares one of those UIDs (the API server
+   * accepts two references with one UID, one of them naming a live owner).
+   * Otherwise, and for custom resources (415), a JSON merge patch of the
+   * list without `remove`, computed from the same copy and equally guarded.
    */
   async removeOwnerReferencesAt(
     r: ResourceInfo,
     meta: ObjectMeta,
-    uids: readonly string[],
+    remove: readonly OwnerReference[],
   ): Promise<WriteOutcome> {
     if (!meta.resourceVersion) throw new Error('removeOwnerReferencesAt needs a resourceVersion');
     const path = objectPath(r, meta.namespace, meta.name);
     const guard = { uid: meta.uid, resourceVersion: meta.resourceVersion };
-    const bodies = [
-      {
-        contentType: 'application/strategic-merge-patch+json',
-        metadata: { ...guard, ownerReferences: uids.map((uid) => ({ $patch: 'delete', uid })) },
-      },
-      {
-        contentType: 'application/merge-patch+json',
-        metadata: {
-          ...guard,
-          ownerReferences: (meta.ownerReferences ?? []).filter((o) => !uids.includes(o.uid)),
-        },
-      },
-    ];
+    const refs = meta.ownerReferences ?? [];
+    const uids = [...new Set(remove.map((x) => x.uid))];
+    const strategic = {
+      contentType: 'application/strategic-merge-patch+json',
+      metadata: { ...guard, ownerReferences: uids.map((uid) => ({ $patch: 'delete', uid })) },
+    };
+    const merge = {
+      contentType: 'application/merge-patch+json',
+      metadata: { ...guard, ownerReferences: withoutReferences(refs, remove) },
+    };
+    const bodies = removalByUidIsExact(refs, remove) ? [strategic, merge] : [merge];
     for (const { contentType, metadata } of bodies) {
       try {
         await this.client.request('PATCH', path, {

@@ -137,7 +137,9 @@ export function readWaitingOwner(
   decidedAt: number,
 ): Promise<ClassifiedOwner> {
   const reads = ctx.state.ownerReads;
-  const key = `${ref.uid}|${dependent.namespace ?? ''}`;
+  // The reference's whole identity: two references may share a UID and name
+  // different objects, and one read answers for one name only.
+  const key = `${coordinatesKey(ref.apiVersion, ref.kind, dependent.namespace ?? '', ref.name, ref.uid)}`;
   const withRef = (o: ClassifiedOwner): ClassifiedOwner => ({ ...o, ref });
   const send = (): OwnerRead => {
     const r: OwnerRead = {

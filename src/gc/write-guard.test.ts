@@ -276,7 +276,10 @@ test.each([
   ['the unblock PATCH', (api: GcApi) => api.unblockOwnerReferences(CONFIGMAPS, meta('dep'))],
   [
     'the guarded owner-reference PATCH',
-    (api: GcApi) => api.removeOwnerReferencesAt(CONFIGMAPS, meta('dep'), ['uid-owner']),
+    (api: GcApi) =>
+      api.removeOwnerReferencesAt(CONFIGMAPS, meta('dep'), [
+        { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: 'uid-owner' },
+      ]),
   ],
   [
     'the orphaning PATCH',

@@ -746,3 +746,58 @@ test('the virtual-node count kept as nodes change equals a walk over the graph, 
   }
   expect(sawVirtual).toBeGreaterThan(100);
 });
+
+// Issue 32, item 1: the API server accepts two references with one UID.
+describe('two references with one UID', () => {
+  const live = ref('x', { name: 'cm-x' });
+  const bogus = ref('x', { name: 'bogus' });
+
+  test('an update to two references with one UID stores both, each as it is', () => {
+    const { graph, apply } = setup();
+    apply(upsert(meta('x')), upsert(meta('o')));
+    apply(upsert(meta('d', { ownerReferences: [ref('o')] })));
+    apply(upsert(meta('d', { resourceVersion: '2', ownerReferences: [live, bogus] })));
+    expect(graph.get('d')?.ownerReferences).toEqual([live, bogus]);
+    expect(graph.owners('d')).toEqual(['x']);
+  });
+
+  test('a reference naming the observed owner under another name queues the dependent', () => {
+    const { apply, clear, queued } = setup();
+    apply(upsert(meta('x')));
+    apply(upsert(meta('d', { ownerReferences: [live] })));
+    clear();
+    apply(upsert(meta('d', { resourceVersion: '2', ownerReferences: [live, bogus] })));
+    expect(queued.del).toEqual(['d']);
+  });
+
+  test('the edge blocks and controls if any of the references does, whatever their order', () => {
+    const { graph, apply, clear, queued } = setup();
+    apply(upsert(meta('x')));
+    const blocking = ref('x', { name: 'bogus', blockOwnerDeletion: true, controller: true });
+    apply(upsert(meta('d', { ownerReferences: [blocking, live] })));
+    expect(graph.edge('x', 'd')).toEqual({ controller: true, blockOwnerDeletion: true });
+    apply(upsert(meta('e', { ownerReferences: [live, blocking] })));
+    expect(graph.edge('x', 'e')).toEqual({ controller: true, blockOwnerDeletion: true });
+    // Dropping the non-blocking one keeps the edge blocking; dropping the blocking one unblocks.
+    clear();
+    apply(upsert(meta('d', { resourceVersion: '2', ownerReferences: [blocking] })));
+    expect(graph.edge('x', 'd')).toEqual({ controller: true, blockOwnerDeletion: true });
+    expect(queued.del).toEqual([]);
+    apply(upsert(meta('e', { resourceVersion: '2', ownerReferences: [live] })));
+    expect(graph.edge('x', 'e')).toEqual({ controller: false, blockOwnerDeletion: false });
+    expect(queued.del).toEqual(['x']);
+  });
+
+  test('a virtual delete of one claimed identity queues the dependent and has the other verified', () => {
+    const { graph, absent, apply, clear, queued } = setup();
+    apply(upsert(meta('d', { ownerReferences: [live, bogus] })));
+    clear();
+    // The virtual owner has the coordinates of the first reference; verified absent under them:
+    apply(virtualDelete(cmIdentity('x')));
+    expect(queued.del).toEqual(['d']);
+    expect(absent.has(cmKey('x'))).toBe(true);
+    // The owner stays, to be verified under the other identity the dependent claims.
+    expect(graph.get('x')).toMatchObject({ virtual: true, name: 'bogus' });
+    expect(queued.rateLimited).toEqual(['x']);
+  });
+});

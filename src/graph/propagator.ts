@@ -20,6 +20,7 @@ import {
   refNamesOwner,
   sameCoordinates,
   StandaloneObject,
+  type EdgeAttributes,
   type Identity,
   type NodeAttributes,
   type OwnershipGraph,
@@ -117,6 +118,33 @@ function sameReference(a: OwnerReference, b: OwnerReference): boolean {
     a.controller === b.controller &&
     a.blockOwnerDeletion === b.blockOwnerDeletion
   );
+}
+
+/**
+ * The edge from each owner UID to a dependent, from all of the dependent's
+ * references with that UID. The API server accepts two references with one
+ * UID (it does not check UIDs for duplicates): the edge is controlling or
+ * blocking if any of them is, as upstream's blockingDependents asks of each
+ * reference in turn.
+ */
+function edgesByOwner(refs: readonly OwnerReference[]): Map<string, EdgeAttributes> {
+  const edges = new Map<string, EdgeAttributes>();
+  for (const r of refs) {
+    const was = edges.get(r.uid);
+    edges.set(
+      r.uid,
+      edgeAttributes(
+        r.controller === true || was?.controller === true,
+        r.blockOwnerDeletion === true || was?.blockOwnerDeletion === true,
+      ),
+    );
+  }
+  return edges;
+}
+
+/** Every field of a reference, as a key: two references are the same one only if all agree. */
+function referenceKey(r: OwnerReference): string {
+  return `${r.uid}|${r.apiVersion}|${r.kind}|${r.name}|${r.controller === true ? 1 : r.controller === false ? 0 : '-'}|${r.blockOwnerDeletion === true ? 1 : r.blockOwnerDeletion === false ? 0 : '-'}`;
 }
 
 /** Same references in the same order: the common update (status, labels) changes none. */
@@ -416,11 +444,14 @@ export class Propagator {
     const observed: Identity = { apiVersion, kind, namespace, name, uid: node.uid };
     for (const dep of this.graph.dependents(node.uid)) {
       const depAttrs = this.graph.node(dep);
-      const ref = depAttrs?.ownerReferences.find((r) => r.uid === node.uid);
-      if (!depAttrs || !ref) continue;
+      if (!depAttrs) continue;
       const claimedNamespace = namespace === '' ? '' : depAttrs.namespace;
-      if (!sameCoordinates({ ...ref, namespace: claimedNamespace }, observed))
-        this.sinks.attemptToDelete(dep);
+      // Every reference with this UID: a dependent may name it twice, once wrongly.
+      const disagrees = depAttrs.ownerReferences.some(
+        (r) =>
+          r.uid === node.uid && !sameCoordinates({ ...r, namespace: claimedNamespace }, observed),
+      );
+      if (disagrees) this.sinks.attemptToDelete(dep);
     }
     this.graph.setVirtual(node, false);
   }
@@ -441,8 +472,9 @@ export class Propagator {
 
   /**
    * Adds edges from each owner (creating virtual owners we have not seen) to
-   * `dependent`; returns the references as the graph stores them. `isNew`:
-   * the dependent was just added, so none of these edges can exist yet.
+   * `dependent`; returns the references as the graph stores them: every one
+   * the object has, in its order, two with one UID included. `isNew`: the
+   * dependent was just added, so none of these edges can exist yet.
    */
   private addOwnerEdges(
     dependent: NodeAttributes,
@@ -451,16 +483,21 @@ export class Propagator {
   ): readonly OwnerReference[] {
     // A new dependent has no edges yet, unless it names one owner twice.
     const edgesAreNew = isNew && refs.length === 1;
+    // One edge per owner UID, from all the references with that UID.
+    const edges = refs.length === 1 ? undefined : edgesByOwner(refs);
+    const edgeOf = (ref: OwnerReference): EdgeAttributes =>
+      edges?.get(ref.uid) ??
+      edgeAttributes(ref.controller === true, ref.blockOwnerDeletion === true);
     // Siblings (the Pods of one ReplicaSet, listed together) carry the same
     // references: they share one stored array (never written to in place).
     const last = this.lastStoredReferences;
     if (sameReferences(last, refs)) {
-      for (const ref of refs) this.addOwnerEdge(dependent, ref, edgesAreNew, false);
+      for (const ref of refs) this.addOwnerEdge(dependent, ref, edgeOf(ref), edgesAreNew, false);
       return last;
     }
     // map(), not push(): an exactly sized array (push() reserves 17 slots).
     const stored = refs.map(
-      (ref) => this.addOwnerEdge(dependent, ref, edgesAreNew, true) as OwnerReference,
+      (ref) => this.addOwnerEdge(dependent, ref, edgeOf(ref), edgesAreNew, true) as OwnerReference,
     );
     this.lastStoredReferences = stored;
     return stored;
@@ -470,6 +507,7 @@ export class Propagator {
   private addOwnerEdge(
     dependent: NodeAttributes,
     ref: OwnerReference,
+    attrs: EdgeAttributes,
     edgeIsNew: boolean,
     build: boolean,
   ): OwnerReference | undefined {
@@ -486,71 +524,94 @@ export class Propagator {
       this.sinks.attemptToDelete(ref.uid);
     } else {
       if (build) stored = this.storedReference(ref, owner);
-      if (!owner.virtual) {
-        // The reference disagrees with the owner we observed (other namespace,
-        // kind or name): the dependent needs a live decision.
-        if (!refNamesOwner(ref, owner, namespace)) this.sinks.attemptToDelete(uid);
-        // An owner in foreground deletion waits for its new dependent too.
-        else if (owner.deletingDependents) this.sinks.attemptToDelete(uid);
-      }
-      // An owner deleted while its dependents still named it (kept virtual,
-      // recorded absent): a dependent created naming it now is decided too.
-      // Without this it never was (found by the soak's net-reset run).
-      else if ((edgeIsNew || !this.graph.edge(ref.uid, uid)) && this.absent.has(identityKey(owner)))
-        this.sinks.attemptToDelete(uid);
+      this.checkReference(dependent, ref, owner, edgeIsNew);
     }
-    const attrs = edgeAttributes(ref.controller === true, ref.blockOwnerDeletion === true);
     if (edgeIsNew) this.graph.addEdge(owner.uid, uid, attrs);
     else this.graph.setEdge(owner.uid, uid, attrs);
     return stored;
   }
 
-  /** Applies a change of owner references; returns the references as the graph stores them. */
+  /** A reference to a known owner that the dependent newly carries: does it need a decision? */
+  private checkReference(
+    dependent: NodeAttributes,
+    ref: OwnerReference,
+    owner: NodeAttributes,
+    edgeIsNew: boolean,
+  ): void {
+    const uid = dependent.uid;
+    if (!owner.virtual) {
+      // The reference disagrees with the owner we observed (other namespace,
+      // kind or name): the dependent needs a live decision.
+      if (!refNamesOwner(ref, owner, dependent.namespace)) this.sinks.attemptToDelete(uid);
+      // An owner in foreground deletion waits for its new dependent too.
+      else if (owner.deletingDependents) this.sinks.attemptToDelete(uid);
+    }
+    // An owner deleted while its dependents still named it (kept virtual,
+    // recorded absent): a dependent created naming it now is decided too.
+    // Without this it never was (found by the soak's net-reset run).
+    else if ((edgeIsNew || !this.graph.edge(ref.uid, uid)) && this.absent.has(identityKey(owner)))
+      this.sinks.attemptToDelete(uid);
+  }
+
+  /**
+   * Applies a change of owner references; returns the references as the
+   * graph stores them. Edges are per owner UID, references are kept exactly:
+   * two references with one UID (the API server accepts them) are both
+   * stored, each as it is, never one in place of the other.
+   */
   private diffOwners(
     dependent: NodeAttributes,
     after: readonly OwnerReference[],
   ): readonly OwnerReference[] {
     const uid = dependent.uid;
     const before = dependent.ownerReferences;
-    const afterByUid = new Map(after.map((r) => [r.uid, r]));
-    const beforeByUid = new Map(before.map((r) => [r.uid, r]));
-    for (const old of before) {
-      const now = afterByUid.get(old.uid);
+    const edgesBefore = edgesByOwner(before);
+    const edgesAfter = edgesByOwner(after);
+    for (const [ownerUid, was] of edgesBefore) {
+      const now = edgesAfter.get(ownerUid);
       if (!now) {
-        this.graph.dropEdge(old.uid, uid);
+        this.graph.dropEdge(ownerUid, uid);
         // The owner may be waiting for this dependent (foreground deletion).
-        if (old.blockOwnerDeletion) this.sinks.attemptToDelete(old.uid);
-        this.settleOwner(old.uid);
-      } else if (old.blockOwnerDeletion && !now.blockOwnerDeletion) {
-        this.sinks.attemptToDelete(old.uid);
+        if (was.blockOwnerDeletion) this.sinks.attemptToDelete(ownerUid);
+        this.settleOwner(ownerUid);
+      } else if (was.blockOwnerDeletion && !now.blockOwnerDeletion) {
+        this.sinks.attemptToDelete(ownerUid);
       }
     }
-    const added = this.addOwnerEdges(
-      dependent,
-      after.filter((r) => !beforeByUid.has(r.uid)),
-      false,
-    );
-    const addedByUid = new Map(added.map((r) => [r.uid, r]));
+    // The stored copies of references that stay exactly as they were.
+    const kept = new Map<string, OwnerReference>();
+    for (const r of before) kept.set(referenceKey(r), r);
     const stored: OwnerReference[] = [];
     for (const r of after) {
-      const kept = beforeByUid.get(r.uid);
-      if (!kept) {
-        const a = addedByUid.get(r.uid);
-        if (a) stored.push(a);
+      const same = kept.get(referenceKey(r));
+      if (same) {
+        stored.push(same);
         continue;
       }
-      // An unchanged reference may name an owner whose node is gone (deleted:
-      // its dependents were queued then); there is no edge to update. An
-      // owner observed again since then may be standalone: it has a dependent.
-      const owner = this.graph.node(r.uid) ?? this.promoteStandalone(r.uid);
-      stored.push(sameReference(kept, r) ? kept : this.storedReference(r, owner));
-      if (owner) {
-        this.graph.setEdge(
-          r.uid,
-          uid,
-          edgeAttributes(r.controller === true, r.blockOwnerDeletion === true),
-        );
+      const attrs = edgesAfter.get(r.uid) ?? edgeAttributes(false, false);
+      if (!edgesBefore.has(r.uid)) {
+        // A new owner UID: its edge (and a virtual owner if unseen).
+        stored.push(this.addOwnerEdge(dependent, r, attrs, false, true) as OwnerReference);
+        continue;
       }
+      // Another reference under a UID the dependent already named (changed
+      // flags, or another name or kind: the API server does not check that
+      // a reference names the object with that UID). An unchanged reference
+      // may name an owner whose node is gone (deleted: its dependents were
+      // queued then); there is no edge to update. An owner observed again
+      // since then may be standalone: it has a dependent.
+      const owner = this.graph.node(r.uid) ?? this.promoteStandalone(r.uid);
+      stored.push(this.storedReference(r, owner));
+      if (owner) this.checkReference(dependent, r, owner, false);
+    }
+    // Edges of owner UIDs named before and after: their flags from all
+    // references now. The owner's node may be gone (deleted, its dependents
+    // queued then: no edge to update) or observed again since as a
+    // standalone object (it has a dependent again).
+    for (const [ownerUid, attrs] of edgesAfter) {
+      if (!edgesBefore.has(ownerUid)) continue;
+      if (this.graph.node(ownerUid) ?? this.promoteStandalone(ownerUid))
+        this.graph.setEdge(ownerUid, uid, attrs);
     }
     return stored;
   }
@@ -667,10 +728,17 @@ export class Propagator {
     const nonMatching: { uid: string; ref: OwnerReference; namespace: string }[] = [];
     for (const dep of this.graph.dependents(identity.uid)) {
       const d = this.graph.node(dep);
-      const ref = d?.ownerReferences.find((r) => r.uid === identity.uid);
-      if (!d || !ref) continue;
-      if (refMatches(ref, identity, d.namespace)) matching.push(dep);
-      else nonMatching.push({ uid: dep, ref, namespace: d.namespace });
+      if (!d) continue;
+      // Each of its references with this UID: one dependent may claim the
+      // owner under two identities (the API server accepts both); it is
+      // decided now for the one verified, and the other is verified too.
+      let matched = false;
+      for (const ref of d.ownerReferences) {
+        if (ref.uid !== identity.uid) continue;
+        if (refMatches(ref, identity, d.namespace)) matched = true;
+        else nonMatching.push({ uid: dep, ref, namespace: d.namespace });
+      }
+      if (matched) matching.push(dep);
     }
     if (!node.virtual) {
       // Observed by an informer: only its delete event removes it. If the

@@ -482,14 +482,18 @@ async function finishForeground(
     ctx.log.info('dry run: would remove the foregroundDeletion finalizer', fields);
     return DONE;
   }
-  // Gone, or the finalizer already removed: the deletion is finishing either way.
-  await ctx.api.removeFinalizer(
+  // 'done' also when the finalizer was already removed; 'gone' only from a
+  // live read (a 404 on the PATCH alone is read again); anything else throws
+  // and the owner is retried with backoff.
+  const written = await ctx.api.removeFinalizer(
     resource,
     live.namespace,
     live.name,
     live.uid,
     FOREGROUND_FINALIZER,
   );
+  if (written.outcome === 'gone') return { kind: 'gone' };
+  if (written.outcome === 'conflict') return { kind: 'retry' };
   ctx.log.info('foreground deletion finished: removed the foregroundDeletion finalizer', fields);
   return DONE;
 }

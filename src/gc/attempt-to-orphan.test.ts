@@ -304,3 +304,37 @@ test('a group discovery could not show for longer than the wait: orphans what it
   expect(t.orphaned).toEqual(['d1']);
   expect(t.warnings).toEqual(['OrphanWithoutWatch']);
 });
+
+// Issue 32, item 3: an admission webhook may deny the orphaning PATCH with
+// code 404 and the dependent's name. Taken for "gone", the dependent kept its
+// reference, the finalizer went, and the dependent was collected with the owner.
+describe('a dependent PATCH answered 404', () => {
+  function answered404(liveRead: ObjectMeta | undefined) {
+    const t = setup(() => []);
+    t.propagator.apply(t.observe(owner));
+    t.propagator.apply(t.observe(dependent('d1')));
+    Object.assign(t.ctx.api, {
+      removeOwnerReferences: () => Promise.resolve({ outcome: 'gone' }),
+      getMeta: () => Promise.resolve(liveRead),
+    });
+    return t;
+  }
+
+  test('a live read finds the dependent: the orphan finalizer stays, and the owner is retried', async () => {
+    const t = answered404(dependent('d1'));
+    const r = await attemptToOrphan(t.ctx, 'o');
+    expect(r.result).toBe('error');
+    expect(String(r.result === 'error' && r.error)).toMatch(
+      /answered 404, but a live read finds it/,
+    );
+    expect(t.finalizersRemoved).toEqual([]);
+  });
+
+  test('a live read finds it gone (or another UID under its name): orphaning goes on', async () => {
+    for (const live of [undefined, { ...dependent('d1'), uid: 'another' }]) {
+      const t = answered404(live);
+      expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+      expect(t.finalizersRemoved).toEqual(['o']);
+    }
+  });
+});

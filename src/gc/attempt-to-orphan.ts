@@ -137,6 +137,13 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
     try {
       const written = await ctx.api.removeOwnerReferences(t.resource, t.meta, [uid]);
       if (written.outcome === 'done') ctx.metrics?.orphaning?.(groupResource(t.resource), false);
+      // A 404 naming the dependent may be an admission webhook's denial: the
+      // dependent is taken for gone only when a live read agrees. Otherwise it
+      // would keep its reference, and be collected once the owner has gone.
+      else if (written.outcome === 'gone' && (await stillThere(ctx, t)))
+        errors.push(
+          `PATCH of dependent ${t.kind} ${t.meta.name} answered 404, but a live read finds it`,
+        );
     } catch (err) {
       if (err instanceof ApiError && err.status === 429) {
         throttledMs = Math.max(throttledMs ?? 0, err.retryAfterMs ?? 1000);
@@ -227,4 +234,10 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   }
   ctx.log.info('orphaned dependents and removed the orphan finalizer', fields);
   return done;
+}
+
+/** Whether the dependent decided on still exists under its name and UID (a live read). */
+async function stillThere(ctx: GcContext, t: Target): Promise<boolean> {
+  const live = await ctx.api.getMeta(t.resource, t.meta.namespace, t.meta.name);
+  return live !== undefined && live.uid === t.meta.uid;
 }

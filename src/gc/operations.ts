@@ -418,8 +418,11 @@ export class GcApi {
 
   /**
    * Removes one finalizer: read, JSON merge patch of the finalizers with the
-   * resourceVersion read, retried on conflict. 'gone': no such object (404,
-   * or another UID); 'done' also when the finalizer was already gone.
+   * resourceVersion read, retried on conflict. 'gone': a live read found no
+   * such object (nothing under the name, or another UID); 'done' also when
+   * the finalizer was already gone. A PATCH answered 404 is not taken for
+   * "gone" (an admission webhook may deny with that code and the object's
+   * name): it is read again, and the PATCH retried while the read finds it.
    */
   async removeFinalizer(
     r: ResourceInfo,
@@ -428,6 +431,7 @@ export class GcApi {
     uid: string,
     finalizer: string,
   ): Promise<WriteOutcome> {
+    let notFound: string | undefined;
     for (let attempt = 0; attempt < 5; attempt++) {
       const meta = await this.getMeta(r, namespace, name);
       if (!meta || meta.uid !== uid) return GONE;
@@ -448,12 +452,15 @@ export class GcApi {
         });
         return DONE;
       } catch (err) {
-        if (isObjectNotFound(err, name)) return GONE;
+        if (isObjectNotFound(err, name)) {
+          notFound = (err as Error).message;
+          continue;
+        }
         if (!isConflict(err)) throw err;
       }
     }
     throw new Error(
-      `finalizer ${finalizer} of ${namespace ?? ''}/${name}: conflicts on every attempt; will retry`,
+      `finalizer ${finalizer} of ${namespace ?? ''}/${name}: ${notFound ? `PATCH answered 404 though a live read finds the object (${notFound})` : 'conflicts on every attempt'}; will retry`,
     );
   }
 }

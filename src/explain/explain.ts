@@ -14,13 +14,14 @@ import {
   type ResourceInfo,
 } from '../api/resources.ts';
 import { GcApi } from '../gc/operations.ts';
+import { UnresolvableKindError } from '../gc/context.ts';
 import {
   FOREGROUND_FINALIZER,
   ORPHAN_FINALIZER,
-  classifyLookup,
   decide,
   type ClassifiedOwner,
 } from '../gc/decide.ts';
+import { readOwnerLive, type OwnerReadLive } from '../gc/owners.ts';
 import { trimMeta } from '../api/resources.ts';
 
 export interface ExplainedOwner {
@@ -137,34 +138,20 @@ export async function explain(
     ownerMeta?: ObjectMeta;
     detail: string;
   }> => {
-    const r = mapper.resolve(ref.apiVersion, ref.kind);
-    if (!r)
+    // The workers' own classification (gc/owners.ts), from a live read: explain
+    // has no graph nor absent-owner cache, so it always reads the owner.
+    let read: OwnerReadLive;
+    try {
+      read = await readOwnerLive(mapper, api, obj, ref);
+    } catch (err) {
+      if (!(err instanceof UnresolvableKindError)) throw err;
       return {
         owner: undefined,
         detail: `owner kind ${ref.apiVersion} ${ref.kind} is not served: kept`,
       };
-    if (r.namespaced && !obj.namespace) {
-      return {
-        owner: {
-          ref,
-          state: 'invalid',
-          detail: 'cluster-scoped object names a namespaced owner kind',
-        },
-        detail: 'invalid reference: never collected',
-      };
     }
-    const meta = await api.getMeta(r, r.namespaced ? obj.namespace : undefined, ref.name);
-    const owner = classifyLookup(
-      ref,
-      meta
-        ? {
-            found: true,
-            uid: meta.uid,
-            deletionTimestamp: meta.deletionTimestamp,
-            finalizers: meta.finalizers,
-          }
-        : { found: false },
-    );
+    const { owner, resource: r, meta } = read;
+    if (owner.state === 'invalid') return { owner, detail: 'invalid reference: never collected' };
     const detail =
       owner.state === 'dangling'
         ? owner.detail === 'uid-mismatch'
@@ -241,9 +228,12 @@ export async function explain(
     for (const dep of byOwner.get(obj.uid) ?? []) {
       if (seen.has(dep.meta.uid)) continue;
       seen.add(dep.meta.uid);
-      const ref = dep.meta.ownerReferences?.find((x) => x.uid === obj.uid);
+      // Any of its references with this UID may block (two may share it).
+      const blocking = (dep.meta.ownerReferences ?? []).some(
+        (x) => x.uid === obj.uid && x.blockOwnerDeletion === true,
+      );
       const explained = await describe(dep.r, dep.meta, depth + 1, false);
-      out.push({ ...explained, blockOwnerDeletion: ref?.blockOwnerDeletion === true });
+      out.push({ ...explained, blockOwnerDeletion: blocking });
     }
     return out;
   };

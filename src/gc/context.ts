@@ -104,12 +104,14 @@ export class UnresolvableKindError extends Error {}
 /** The served resource of an apiVersion and kind; never decides on an unknown kind. */
 export function resolveKind(ctx: GcContext, apiVersion: string, kind: string): ResourceInfo {
   const r = ctx.mapper().resolve(apiVersion, kind);
-  if (!r) {
-    throw new UnresolvableKindError(
-      `cannot resolve ${apiVersion}, Kind=${kind} to a served resource; not deciding on this basis (retrying)`,
-    );
-  }
+  if (!r) throw unresolvableKind(apiVersion, kind);
   return r;
+}
+
+export function unresolvableKind(apiVersion: string, kind: string): UnresolvableKindError {
+  return new UnresolvableKindError(
+    `cannot resolve ${apiVersion}, Kind=${kind} to a served resource; not deciding on this basis (retrying)`,
+  );
 }
 
 /** A Warning event on an object, for a reason a user can fix; at most once per object and reason. */

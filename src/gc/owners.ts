@@ -2,10 +2,11 @@
 // what the graph can vouch for (the absent-owner cache, owners the informers
 // observe), or from a live read of the owner. Every way an owner is classified
 // is here, so a reader sees in one place what each answer rests on.
-import type { ObjectMeta, OwnerReference } from '../api/resources.ts';
+import type { ObjectMeta, OwnerReference, ResourceInfo, RestMapper } from '../api/resources.ts';
 import { coordinatesKey, refNamesOwner } from '../graph/graph.ts';
-import { resolveKind, type GcContext, type OwnerRead } from './context.ts';
+import { unresolvableKind, type GcContext, type OwnerRead } from './context.ts';
 import { classifyLookup, type ClassifiedOwner } from './decide.ts';
+import type { GcApi } from './operations.ts';
 
 /** An owner reference the absent-owner cache knows to be gone, as upstream checks it first. */
 export function knownAbsent(
@@ -81,6 +82,60 @@ export function switchedFromForeground(
   return undefined;
 }
 
+/** An owner reference read live: how it classifies, and what was read. */
+export interface OwnerReadLive {
+  owner: ClassifiedOwner;
+  /** The owner's resource; undefined only for an invalid reference (nothing was read). */
+  resource?: ResourceInfo;
+  /** Where it was looked up: the dependent's namespace for a namespaced kind, '' otherwise. */
+  namespace: string;
+  /** The object found under the reference's name, if any (its UID may differ). */
+  meta?: ObjectMeta;
+}
+
+/**
+ * THE live classification of one owner reference, shared by the workers
+ * (classifyOwnerLive), `kubegc explain` and anything else that tells what
+ * kubegc would decide: resolve the kind (never decide on an unknown one:
+ * UnresolvableKindError), refuse a cluster-scoped dependent of a namespaced
+ * owner kind ('invalid', nothing read), read the owner in the dependent's
+ * namespace (or cluster-wide), classify what the read found.
+ */
+export async function readOwnerLive(
+  mapper: RestMapper,
+  api: Pick<GcApi, 'getMeta'>,
+  dependent: Pick<ObjectMeta, 'namespace'>,
+  ref: OwnerReference,
+): Promise<OwnerReadLive> {
+  const dependentNamespace = dependent.namespace ?? '';
+  const resource = mapper.resolve(ref.apiVersion, ref.kind);
+  if (!resource) throw unresolvableKind(ref.apiVersion, ref.kind);
+  if (resource.namespaced && !dependentNamespace) {
+    return {
+      owner: {
+        ref,
+        state: 'invalid',
+        detail: 'cluster-scoped dependent of a namespaced owner kind',
+      },
+      namespace: '',
+    };
+  }
+  const namespace = resource.namespaced ? dependentNamespace : '';
+  const meta = await api.getMeta(resource, namespace, ref.name);
+  const owner = classifyLookup(
+    ref,
+    meta
+      ? {
+          found: true,
+          uid: meta.uid,
+          deletionTimestamp: meta.deletionTimestamp,
+          finalizers: meta.finalizers,
+        }
+      : { found: false },
+  );
+  return { owner, resource, namespace, ...(meta ? { meta } : {}) };
+}
+
 /**
  * An owner classified from a live read (after the absent-owner cache, as
  * upstream does). A gone owner is recorded in the cache; an owner found in
@@ -91,25 +146,13 @@ export async function classifyOwnerLive(
   dependent: ObjectMeta,
   ref: OwnerReference,
 ): Promise<ClassifiedOwner> {
-  const dependentNamespace = dependent.namespace ?? '';
-  const gone = knownAbsent(ctx, dependentNamespace, ref);
+  const gone = knownAbsent(ctx, dependent.namespace ?? '', ref);
   if (gone) return gone;
-  const ownerResource = resolveKind(ctx, ref.apiVersion, ref.kind);
-  if (ownerResource.namespaced && !dependentNamespace) {
-    return { ref, state: 'invalid', detail: 'cluster-scoped dependent of a namespaced owner kind' };
-  }
-  const ownerNamespace = ownerResource.namespaced ? dependentNamespace : '';
-  const owner = await ctx.api.getMeta(ownerResource, ownerNamespace, ref.name);
-  const classified = classifyLookup(
+  const { owner: classified, namespace: ownerNamespace } = await readOwnerLive(
+    ctx.mapper(),
+    ctx.api,
+    dependent,
     ref,
-    owner
-      ? {
-          found: true,
-          uid: owner.uid,
-          deletionTimestamp: owner.deletionTimestamp,
-          finalizers: owner.finalizers,
-        }
-      : { found: false },
   );
   if (classified.state === 'dangling') {
     classified.goneSince = Date.now();

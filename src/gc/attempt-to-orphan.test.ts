@@ -338,3 +338,30 @@ describe('a dependent PATCH answered 404', () => {
     }
   });
 });
+
+// Issue 32, item 2: a resource that left discovery while holding a dependent
+// of the owner. Released, the owner would be gone when the resource came back,
+// still naming it, and the dependent would be collected.
+describe('a resource that left discovery holding a dependent', () => {
+  test('holds the orphan finalizer, whatever the wait; a Warning event after the timeout', async () => {
+    const t = setup(() => [], 1_000);
+    t.propagator.apply(t.observe(owner));
+    t.propagator.apply(t.observe(dependent('d1')));
+    let departed = ['widgets.example.com'];
+    t.ctx.departedHolding = (o) => (o === 'o' ? departed : []);
+    expect((await attemptToOrphan(t.ctx, 'o')).result).toBe('retryAfter');
+    expect(t.warnings).toEqual([]);
+    // Past --orphan-watch-timeout: still held, and the owner says why.
+    const w = t.ctx.state.orphanWaits.get('o');
+    if (w) w.since -= 2_000;
+    expect((await attemptToOrphan(t.ctx, 'o')).result).toBe('retryAfter');
+    expect(t.warnings).toEqual(['OrphanWaitingForResource']);
+    expect(t.orphaned).toEqual([]);
+    expect(t.finalizersRemoved).toEqual([]);
+    // Back in discovery (its informer's catch-up is watchesBehind's part): orphaned, released.
+    departed = [];
+    expect(await attemptToOrphan(t.ctx, 'o')).toEqual({ result: 'done' });
+    expect(t.orphaned).toEqual(['d1']);
+    expect(t.finalizersRemoved).toEqual(['o']);
+  });
+});

@@ -122,6 +122,38 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
     }
   }
 
+  // A resource that left discovery while holding a dependent of this owner:
+  // the dependent may still exist and name the owner, and nothing can patch
+  // it now. Released, the owner would be gone when the resource comes back,
+  // and the dependent collected. Held, as upstream holds it (its orphaning
+  // PATCH fails until then), however long: after --orphan-watch-timeout a
+  // Warning event says what it waits for.
+  const departed = ctx.departedHolding?.(uid) ?? [];
+  if (departed.length > 0 && !ctx.dryRun) {
+    const at = { ...fields, departed };
+    wait.unreadable = departed.map((r) => `${r} (gone from discovery)`);
+    if (!wait.logged) {
+      wait.logged = true;
+      ctx.log.info(
+        'orphan deletion waits for resources that left discovery holding its dependents',
+        at,
+      );
+    }
+    if (waited >= limit) {
+      ctx.log.warn('orphan deletion still waits for resources that left discovery', {
+        ...at,
+        waitedMs: waited,
+      });
+      warnOnce(
+        ctx,
+        uid,
+        'OrphanWaitingForResource',
+        `${departed.join(', ')} left discovery while holding dependents of this object; the orphan finalizer stays until they are served again (or is removed by hand)`,
+      );
+    }
+    return retryAfter(Math.min(5_000, Math.max(WATCH_RECHECK_MS, limit / 20)));
+  }
+
   const errors: string[] = [];
   /** The longest Retry-After of a throttled dependent PATCH (writes are not re-sent on an old decision). */
   let throttledMs: number | undefined;

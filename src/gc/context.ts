@@ -55,6 +55,12 @@ export interface GcContext {
   orphanCatchUpMs?: number;
   /** Resolves once the graph holds every event the informers delivered so far. */
   graphFlushed?: () => Promise<void>;
+  /**
+   * The resources that left discovery while holding a dependent of this
+   * owner (group/resource), and have not come back: an Orphan deletion of
+   * the owner waits for them, however long (see attemptToOrphan).
+   */
+  departedHolding?: (ownerUid: string) => string[];
   /** How long an Orphan deletion waits for resources it can neither watch nor list (default 2 min). */
   orphanWatchWaitMs?: number;
   /** Collection lag, pending collections and blocked deletions (see slis.ts). */

@@ -167,6 +167,11 @@ export class GarbageCollector {
         attemptToOrphan: (uid) => this.orphanQueue.add(uid),
         observedGone: (uid) => this.slis.gone(uid),
         forgotten: (uid) => this.slis.forget(uid),
+        departedDependent: (owner, resource) => {
+          let owners = this.departed.get(resource);
+          if (!owners) this.departed.set(resource, (owners = new Set()));
+          owners.add(owner);
+        },
       },
       log,
       metrics.graphChanges,
@@ -190,6 +195,7 @@ export class GarbageCollector {
           }),
       watchesBehind: (namespaced, rv) => this.watchesBehind(namespaced, rv),
       discoveredSince: (since) => this.discoveredSince(since),
+      departedHolding: (owner) => this.departedHolding(owner),
       graphFlushed: () => this.propagator.flushed(),
       orphanWatchWaitMs: this.opts.orphanWatchWaitMs,
       slis: this.slis,
@@ -348,6 +354,9 @@ export class GarbageCollector {
     }
     for (const [key, r] of desired) {
       if (this.informers.has(key) || this.stopped) continue;
+      // Back in discovery: its new informer is behind until it has listed,
+      // and watchesBehind holds Orphan deletions until then (or lists it).
+      this.departed.delete(key);
       let known = this.known.get(key);
       if (!known) {
         known = { uids: new Set() };
@@ -383,11 +392,28 @@ export class GarbageCollector {
     const known = this.known.get(key);
     if (!known) return;
     this.known.delete(key);
-    for (const uid of known.uids) this.propagator.push({ type: 'unobserved', uid });
+    for (const uid of known.uids) this.propagator.push({ type: 'unobserved', uid, resource: key });
     this.log.info('no longer watched: its objects are read live from now on', {
       resource: key,
       objects: known.uids.size,
     });
+  }
+
+  /**
+   * Resources that left discovery (group/resource) → the owners that had a
+   * dependent of theirs then. Upstream keeps such objects in its graph (its
+   * informers stop, its nodes stay), so an Orphan deletion of their owner
+   * fails to patch them and keeps its finalizer until they are back; kubegc
+   * unobserves them (the graph does not vouch for what it cannot watch), and
+   * remembers here what they held, for the same wait.
+   */
+  private readonly departed = new Map<string, Set<string>>();
+
+  /** The resources gone from discovery that held a dependent of `owner` when they left. */
+  departedHolding(owner: string): string[] {
+    const held: string[] = [];
+    for (const [key, owners] of this.departed) if (owners.has(owner)) held.push(key);
+    return held;
   }
 
   /** Stalled resources already reported, so each stall is logged and evented once. */

@@ -801,3 +801,29 @@ describe('two references with one UID', () => {
     expect(queued.rateLimited).toEqual(['x']);
   });
 });
+
+// Issue 32, item 2: a resource that left discovery takes its objects out of
+// the graph; their owners are told, so that an Orphan deletion waits for them.
+test('an unobserved dependent is reported to each of its owners with the resource that left', () => {
+  const graph = new OwnershipGraph();
+  const departed: string[] = [];
+  const p = new Propagator(
+    graph,
+    new AbsentOwnerCache(100),
+    {
+      attemptToDelete: () => undefined,
+      attemptToDeleteRateLimited: () => undefined,
+      attemptToOrphan: () => undefined,
+      departedDependent: (owner, resource) => departed.push(`${owner} ${resource}`),
+    },
+    silentLogger,
+  );
+  p.apply(upsert(meta('o1')));
+  p.apply(upsert(meta('o2')));
+  p.apply(upsert(meta('d', { ownerReferences: [ref('o1'), ref('o2')] })));
+  p.apply(upsert(meta('lone')));
+  p.apply({ type: 'unobserved', uid: 'd', resource: 'widgets.example.com' });
+  p.apply({ type: 'unobserved', uid: 'lone', resource: 'widgets.example.com' });
+  expect(departed.sort()).toEqual(['o1 widgets.example.com', 'o2 widgets.example.com']);
+  expect(graph.dependents('o1')).toEqual([]);
+});

@@ -39,6 +39,8 @@ export interface VirtualDeleteEvent {
 export interface UnobservedEvent {
   type: 'unobserved';
   uid: string;
+  /** The resource (group/resource) that left discovery, for the owners' record of it. */
+  resource?: string;
 }
 
 export type GraphEvent = InformerEvent | VirtualDeleteEvent | UnobservedEvent;
@@ -52,6 +54,12 @@ export interface PropagatorSinks {
   observedGone?(uid: string): void;
   /** An object no informer reports on any more (its resource left discovery): nothing more will be heard of it. */
   forgotten?(uid: string): void;
+  /**
+   * An object of `resource`, which left discovery, was a dependent of
+   * `owner`: the graph no longer shows it, yet it may still exist and name
+   * the owner (an Orphan deletion of that owner must not end without it).
+   */
+  departedDependent?(owner: string, resource: string): void;
 }
 
 export interface GraphChangeMetrics {
@@ -325,7 +333,7 @@ export class Propagator {
         this.virtualDelete(event.identity);
         return;
       case 'unobserved':
-        this.unobserve(event.uid);
+        this.unobserve(event.uid, event.resource);
         return;
     }
   }
@@ -336,7 +344,7 @@ export class Propagator {
    * verified, which keeps them while its kind cannot be resolved); without,
    * it leaves the graph. Never "gone": nothing says it was deleted.
    */
-  private unobserve(uid: string): void {
+  private unobserve(uid: string, resource = ''): void {
     this.sinks.forgotten?.(uid);
     const node = this.graph.node(uid);
     if (!node) {
@@ -344,6 +352,7 @@ export class Propagator {
       return;
     }
     const owners = this.graph.owners(uid);
+    for (const o of owners) this.sinks.departedDependent?.(o, resource);
     if (this.graph.hasDependents(uid)) {
       this.makeVirtual(node, owners);
       this.sinks.attemptToDelete(uid);

@@ -3,14 +3,11 @@
 // same against a real kube-apiserver).
 import { jest } from '@jest/globals';
 import { ApiError } from '../api/client.ts';
-import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
-import { RestMapper } from '../api/resources.ts';
-import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
-import { coordinatesKey, OwnershipGraph } from '../graph/graph.ts';
-import { Propagator, type GraphEvent } from '../graph/propagator.ts';
-import { silentLogger } from '../log.ts';
+import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
+import { coordinatesKey } from '../graph/graph.ts';
+import { cmRef as ownerRef, graphFixture } from '../graph/graph-fixture.testing.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
-import { WorkerState, type GcContext } from './context.ts';
+import { workerContext } from './context.testing.ts';
 import { CollectionSlis } from './slis.ts';
 import { withoutReferences, type DeletionPropagation } from './decide.ts';
 import {
@@ -19,22 +16,6 @@ import {
   type GcApi,
   type WriteOutcome,
 } from './operations.ts';
-
-const CONFIGMAPS: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
-
-const ownerRef = (uid: string): OwnerReference => ({
-  apiVersion: 'v1',
-  kind: 'ConfigMap',
-  name: `cm-${uid}`,
-  uid,
-});
 
 interface DeleteCall {
   name: string;
@@ -145,41 +126,25 @@ function fakeApi(objects: Map<string, ObjectMeta>, conflictOnce = false) {
 }
 
 function setup(objects: Map<string, ObjectMeta>, opts: { conflictOnce?: boolean } = {}) {
-  const graph = new OwnershipGraph();
-  const absent = new AbsentOwnerCache();
   const queued: string[] = [];
   const lags: number[] = [];
   const slis = new CollectionSlis({ collectionLag: (s) => lags.push(s) });
-  const propagator = new Propagator(
-    graph,
-    absent,
-    {
+  const f = graphFixture({
+    sinks: {
       attemptToDelete: (uid) => queued.push(uid),
       attemptToDeleteRateLimited: (uid) => queued.push(uid),
-      attemptToOrphan: () => undefined,
       observedGone: (uid) => slis.gone(uid),
     },
-    silentLogger,
-  );
+  });
   const fake = fakeApi(objects, opts.conflictOnce);
   const latencies: number[] = [];
-  const ctx: GcContext = {
+  const ctx = workerContext(f, {
     api: fake.api,
-    graph,
-    absent,
-    mapper: () => new RestMapper([CONFIGMAPS]),
-    pushGraphEvent: (e: GraphEvent) => propagator.apply(e),
     enqueueDelete: (uid) => queued.push(uid),
-    log: silentLogger,
-    dryRun: false,
-    state: new WorkerState(),
     metrics: { decisionLatency: (s) => latencies.push(s) },
     slis,
-  };
-  const observe = (m: ObjectMeta): void =>
-    propagator.apply({ type: 'upsert', resource: CONFIGMAPS, meta: m });
-  const observeDelete = (m: ObjectMeta): void =>
-    propagator.apply({ type: 'delete', resource: CONFIGMAPS, meta: m });
+  });
+  const { graph, absent, observe, observeDelete } = f;
   return { ctx, graph, absent, queued, observe, observeDelete, latencies, slis, lags, ...fake };
 }
 

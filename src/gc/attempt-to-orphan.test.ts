@@ -2,24 +2,13 @@
 // an in-memory stand-in for the API; the e2e race test proves the same against
 // a real kube-apiserver and a real informer swap.
 import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
-import { RestMapper } from '../api/resources.ts';
-import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
-import { OwnershipGraph } from '../graph/graph.ts';
-import { Propagator, type GraphEvent } from '../graph/propagator.ts';
+import { graphFixture, upsert } from '../graph/graph-fixture.testing.ts';
+import type { GraphEvent } from '../graph/propagator.ts';
 import { createLogger } from '../log.ts';
-import { WorkerState, type GcContext } from './context.ts';
+import { workerContext } from './context.testing.ts';
 import { attemptToOrphan } from './attempt-to-orphan.ts';
 import type { GcApi } from './operations.ts';
 import { ApiError } from '../api/client.ts';
-
-const CONFIGMAPS: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
 
 const WIDGETS: ResourceInfo = {
   group: 'example.com',
@@ -31,17 +20,8 @@ const WIDGETS: ResourceInfo = {
 };
 
 function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000) {
-  const graph = new OwnershipGraph();
-  const propagator = new Propagator(
-    graph,
-    new AbsentOwnerCache(),
-    {
-      attemptToDelete: () => undefined,
-      attemptToDeleteRateLimited: () => undefined,
-      attemptToOrphan: () => undefined,
-    },
-    createLogger('error'),
-  );
+  const f = graphFixture({ log: createLogger('error') });
+  const { graph, propagator } = f;
   const orphaned: string[] = [];
   /** Consistent LISTs read: resource/namespace/owner. */
   const lists: string[] = [];
@@ -73,16 +53,9 @@ function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000
   const warnings: string[] = [];
   /** Events the informers delivered but the graph has not applied yet. */
   const inFlight: GraphEvent[] = [];
-  const ctx: GcContext = {
+  const ctx = workerContext(f, {
     api,
-    graph,
-    absent: new AbsentOwnerCache(),
-    mapper: () => new RestMapper([CONFIGMAPS]),
-    pushGraphEvent: (e) => propagator.apply(e),
-    enqueueDelete: () => undefined,
     log: createLogger('info', (l) => void logged.push(JSON.parse(l))),
-    dryRun: false,
-    state: new WorkerState(),
     events: { warning: (_r, reason) => void warnings.push(reason) },
     watchesBehind: behind,
     discoveredSince: (since) => {
@@ -95,12 +68,8 @@ function setup(behind: () => ResourceInfo[], waitMs = 60_000, catchUpMs = 60_000
       return Promise.resolve();
     },
     orphanWatchWaitMs: waitMs,
-  };
-  const observe = (m: ObjectMeta): GraphEvent => ({
-    type: 'upsert',
-    resource: CONFIGMAPS,
-    meta: m,
   });
+  const observe = (m: ObjectMeta): GraphEvent => upsert(m);
   return {
     ctx,
     graph,

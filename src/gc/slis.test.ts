@@ -1,56 +1,32 @@
 import { ApiError } from '../api/client.ts';
-import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
-import { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
-import { OwnershipGraph } from '../graph/graph.ts';
-import { Propagator } from '../graph/propagator.ts';
-import { silentLogger } from '../log.ts';
+import type { ObjectMeta, OwnerReference } from '../api/resources.ts';
+import { cmMeta, cmRef, graphFixture } from '../graph/graph-fixture.testing.ts';
 import { UnresolvableKindError } from './context.ts';
 import { CollectionSlis, foregroundBlocker, refusal } from './slis.ts';
 
-const CONFIGMAPS: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
 const TS = '2026-01-01T00:00:00Z';
 
 function meta(uid: string, extra: Partial<ObjectMeta> = {}): ObjectMeta {
-  return { uid, name: `cm-${uid}`, namespace: 'ns', resourceVersion: '1', ...extra };
+  return cmMeta(uid, { resourceVersion: '1', ...extra });
 }
 function ref(uid: string, blockOwnerDeletion = true): OwnerReference {
-  return { apiVersion: 'v1', kind: 'ConfigMap', name: `cm-${uid}`, uid, blockOwnerDeletion };
+  return cmRef(uid, { blockOwnerDeletion });
 }
 const foregroundDeleting = { deletionTimestamp: TS, finalizers: ['foregroundDeletion'] };
 const heldByFinalizer = { deletionTimestamp: TS, finalizers: ['example.com/hold'] };
 
 function setup() {
-  const graph = new OwnershipGraph();
   let clock = 1_000_000;
   const lags: number[] = [];
   const slis = new CollectionSlis({ collectionLag: (s) => lags.push(s) }, { now: () => clock });
-  const p = new Propagator(
-    graph,
-    new AbsentOwnerCache(100),
-    {
-      attemptToDelete: () => undefined,
-      attemptToDeleteRateLimited: () => undefined,
-      attemptToOrphan: () => undefined,
-      observedGone: (uid) => slis.gone(uid),
-      forgotten: (uid) => slis.forget(uid),
-    },
-    silentLogger,
-  );
-  const upsert = (m: ObjectMeta): void =>
-    p.apply({ type: 'upsert', resource: CONFIGMAPS, meta: m });
-  const remove = (m: ObjectMeta): void =>
-    p.apply({ type: 'delete', resource: CONFIGMAPS, meta: m });
+  const { graph, observe, observeDelete } = graphFixture({
+    absentCapacity: 100,
+    sinks: { observedGone: (uid) => slis.gone(uid), forgotten: (uid) => slis.forget(uid) },
+  });
   const advance = (ms: number): void => {
     clock += ms;
   };
-  return { graph, slis, lags, upsert, remove, advance, now: () => clock };
+  return { graph, slis, lags, upsert: observe, remove: observeDelete, advance, now: () => clock };
 }
 
 describe('pending collections and collection lag', () => {

@@ -1,19 +1,17 @@
 import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
-import { silentLogger } from '../log.ts';
-import { AbsentOwnerCache } from './absent-owner-cache.ts';
-import { coordinatesKey, OwnershipGraph, type Identity } from './graph.ts';
-import { Propagator, type GraphEvent } from './propagator.ts';
+import { coordinatesKey } from './graph.ts';
+import {
+  cmIdentity,
+  cmKey,
+  cmMeta as meta,
+  cmRef as ref,
+  del,
+  graphFixture,
+  upsert,
+  virtualDelete,
+} from './graph-fixture.testing.ts';
 
 const TS = '2024-01-01T00:00:00Z';
-
-const CONFIGMAPS: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
 
 const REPLICASETS: ResourceInfo = {
   group: 'apps',
@@ -33,59 +31,9 @@ const NAMESPACES: ResourceInfo = {
   verbs: ['list', 'watch', 'delete'],
 };
 
-function meta(uid: string, extra: Partial<ObjectMeta> = {}): ObjectMeta {
-  return { uid, name: `cm-${uid}`, namespace: 'ns', ...extra };
-}
-
-/** A reference to the ConfigMap `meta(uid)` describes. */
-function ref(uid: string, extra: Partial<OwnerReference> = {}): OwnerReference {
-  return { apiVersion: 'v1', kind: 'ConfigMap', name: `cm-${uid}`, uid, ...extra };
-}
-
-function upsert(m: ObjectMeta, resource: ResourceInfo = CONFIGMAPS): GraphEvent {
-  return { type: 'upsert', resource, meta: m };
-}
-
-function del(m: ObjectMeta, resource: ResourceInfo = CONFIGMAPS): GraphEvent {
-  return { type: 'delete', resource, meta: m };
-}
-
-function virtualDelete(identity: Identity): GraphEvent {
-  return { type: 'virtualDelete', identity };
-}
-
-function cmIdentity(uid: string, extra: Partial<Identity> = {}): Identity {
-  return { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: `cm-${uid}`, uid, ...extra };
-}
-
-function cmKey(uid: string, namespace = 'ns', name = `cm-${uid}`): string {
-  return coordinatesKey('v1', 'ConfigMap', namespace, name, uid);
-}
-
 function setup(capacity = 100) {
-  const graph = new OwnershipGraph();
-  const absent = new AbsentOwnerCache(capacity);
-  const queued = { del: [] as string[], rateLimited: [] as string[], orphan: [] as string[] };
-  const p = new Propagator(
-    graph,
-    absent,
-    {
-      attemptToDelete: (uid) => queued.del.push(uid),
-      attemptToDeleteRateLimited: (uid) => queued.rateLimited.push(uid),
-      attemptToOrphan: (uid) => queued.orphan.push(uid),
-    },
-    silentLogger,
-  );
-  const apply = (...events: GraphEvent[]): void => {
-    for (const e of events) p.apply(e);
-  };
-  /** Forgets what was queued so far. */
-  const clear = (): void => {
-    queued.del.length = 0;
-    queued.rateLimited.length = 0;
-    queued.orphan.length = 0;
-  };
-  return { graph, absent, queued, p, apply, clear };
+  const f = graphFixture({ absentCapacity: capacity });
+  return { ...f, p: f.propagator };
 }
 
 describe('what the graph stores', () => {

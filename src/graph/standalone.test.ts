@@ -3,64 +3,30 @@
 // transition must leave readers (workers, debug endpoint, metrics) seeing
 // what they saw when every object was a graphology node, and must never turn
 // an observed owner into a virtual one (which costs a live read).
-import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
-import { silentLogger } from '../log.ts';
-import { AbsentOwnerCache } from './absent-owner-cache.ts';
-import { coordinatesKey, OwnershipGraph, type Identity, type NodeSnapshot } from './graph.ts';
-import { Propagator, type GraphEvent } from './propagator.ts';
+import type { ObjectMeta } from '../api/resources.ts';
+import { coordinatesKey, type NodeSnapshot } from './graph.ts';
+import {
+  cmIdentity,
+  cmMeta,
+  cmRef as ref,
+  del,
+  graphFixture,
+  upsert,
+  virtualDelete,
+} from './graph-fixture.testing.ts';
 
 const TS = '2024-01-01T00:00:00Z';
 
-const CONFIGMAPS: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
-
+/** These objects have been observed: the graph holds their resourceVersion. */
 function meta(uid: string, extra: Partial<ObjectMeta> = {}): ObjectMeta {
-  return { uid, name: `cm-${uid}`, namespace: 'ns', resourceVersion: '1', ...extra };
-}
-
-function ref(uid: string, extra: Partial<OwnerReference> = {}): OwnerReference {
-  return { apiVersion: 'v1', kind: 'ConfigMap', name: `cm-${uid}`, uid, ...extra };
-}
-
-const upsert = (m: ObjectMeta): GraphEvent => ({ type: 'upsert', resource: CONFIGMAPS, meta: m });
-const del = (m: ObjectMeta): GraphEvent => ({ type: 'delete', resource: CONFIGMAPS, meta: m });
-const virtualDelete = (identity: Identity): GraphEvent => ({ type: 'virtualDelete', identity });
-
-function cmIdentity(uid: string, extra: Partial<Identity> = {}): Identity {
-  return { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: `cm-${uid}`, uid, ...extra };
+  return cmMeta(uid, { resourceVersion: '1', ...extra });
 }
 
 function setup() {
-  const graph = new OwnershipGraph();
-  const absent = new AbsentOwnerCache(100);
-  const queued = { del: [] as string[], rateLimited: [] as string[], orphan: [] as string[] };
-  const p = new Propagator(
-    graph,
-    absent,
-    {
-      attemptToDelete: (uid) => queued.del.push(uid),
-      attemptToDeleteRateLimited: (uid) => queued.rateLimited.push(uid),
-      attemptToOrphan: (uid) => queued.orphan.push(uid),
-    },
-    silentLogger,
-  );
-  const apply = (...events: GraphEvent[]): void => {
-    for (const e of events) p.apply(e);
-  };
-  const clear = (): void => {
-    queued.del.length = 0;
-    queued.rateLimited.length = 0;
-    queued.orphan.length = 0;
-  };
+  const f = graphFixture({ absentCapacity: 100 });
   /** A graphology node (not a standalone object). */
-  const inGraphology = (uid: string): boolean => graph.g.hasNode(uid);
-  return { graph, absent, queued, apply, clear, inGraphology };
+  const inGraphology = (uid: string): boolean => f.graph.g.hasNode(uid);
+  return { ...f, inGraphology };
 }
 
 /** What a worker saw for an observed object with no owners and no dependents. */

@@ -6,22 +6,14 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { listenAndConnect } from '../api/stand-in-server.testing.ts';
-import { trimMeta, type RawMeta, type ResourceInfo } from '../api/resources.ts';
+import { trimMeta, type RawMeta } from '../api/resources.ts';
+import { CONFIGMAPS as configmaps } from '../graph/graph-fixture.testing.ts';
 import { createLogger } from '../log.ts';
 import { MetadataInformer, type InformerEvent } from './metadata-informer.ts';
 
 const FIXTURES = path.join(import.meta.dirname, '..', 'api', 'testdata', 'protobuf');
 const fixture = (name: string): Buffer => readFileSync(path.join(FIXTURES, name));
 const PROTOBUF_WATCH = 'application/vnd.kubernetes.protobuf;stream=watch';
-
-const configmaps: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
 
 interface Served {
   accept: string;

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { KubeClient } from '../api/client.ts';
 import { listenAndConnect } from '../api/stand-in-server.testing.ts';
-import type { ResourceInfo } from '../api/resources.ts';
+import { CONFIGMAPS as configmaps } from '../graph/graph-fixture.testing.ts';
 import { createLogger } from '../log.ts';
 import {
   compareResourceVersions,
@@ -9,15 +9,6 @@ import {
   MetadataInformer,
   type InformerEvent,
 } from './metadata-informer.ts';
-
-const configmaps: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete'],
-};
 
 describe('MetadataInformer watch', () => {
   const added = (uid: string, rv: string): string =>

@@ -3,7 +3,7 @@
 // same against a real kube-apiserver).
 import { jest } from '@jest/globals';
 import { ApiError } from '../api/client.ts';
-import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
+import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
 import { coordinatesKey } from '../graph/graph.ts';
 import { cmRef as ownerRef, graphFixture } from '../graph/graph-fixture.testing.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
@@ -797,23 +797,9 @@ describe('two references with one UID, one naming a live owner', () => {
   test('decided live: kept, and only the reference naming nothing is removed', async () => {
     const { t, objects } = patchedToBoth();
     // A graph that has not observed `cm-x` cannot vouch for it: every owner is read live.
-    const g = new OwnershipGraph();
-    const p = new Propagator(
-      g,
-      t.absent,
-      {
-        attemptToDelete: () => undefined,
-        attemptToDeleteRateLimited: () => undefined,
-        attemptToOrphan: () => undefined,
-      },
-      silentLogger,
-    );
-    p.apply({
-      type: 'upsert',
-      resource: CONFIGMAPS,
-      meta: { ...dependent, resourceVersion: '8', ownerReferences: [live, bogus] },
-    });
-    t.ctx.graph = g;
+    const g = graphFixture();
+    g.observe({ ...dependent, resourceVersion: '8', ownerReferences: [live, bogus] });
+    t.ctx.graph = g.graph;
 
     await attemptToDelete(t.ctx, 'd');
 

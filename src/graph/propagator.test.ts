@@ -753,19 +753,10 @@ describe('two references with one UID', () => {
 // Issue 32, item 2: a resource that left discovery takes its objects out of
 // the graph; their owners are told, so that an Orphan deletion waits for them.
 test('an unobserved dependent is reported to each of its owners with the resource that left', () => {
-  const graph = new OwnershipGraph();
   const departed: string[] = [];
-  const p = new Propagator(
-    graph,
-    new AbsentOwnerCache(100),
-    {
-      attemptToDelete: () => undefined,
-      attemptToDeleteRateLimited: () => undefined,
-      attemptToOrphan: () => undefined,
-      departedDependent: (owner, resource) => departed.push(`${owner} ${resource}`),
-    },
-    silentLogger,
-  );
+  const { graph, propagator: p } = graphFixture({
+    sinks: { departedDependent: (owner, resource) => void departed.push(`${owner} ${resource}`) },
+  });
   p.apply(upsert(meta('o1')));
   p.apply(upsert(meta('o2')));
   p.apply(upsert(meta('d', { ownerReferences: [ref('o1'), ref('o2')] })));

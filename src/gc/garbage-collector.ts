@@ -172,7 +172,7 @@ export class GarbageCollector {
       metrics.graphChanges,
     );
     this.ctx = {
-      api: new GcApi(client, this.opts.allowWrites, this.opts.writeTenure),
+      api: new GcApi(client, this.opts.allowWrites, this.opts.writeTenure, log),
       graph: this.graph,
       absent: this.absent,
       mapper: () => this.mapper,

@@ -19,6 +19,7 @@ import net from 'node:net';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { restartApiServer, type Cluster } from '../../cluster/controlplane.ts';
+import { FLOWCONTROL_GROUP, FLOWCONTROL_VERSION, squeezeObjects } from '../../test/support/apf.ts';
 import type { Contender } from './contenders.ts';
 import { waitUntil, type Kube } from './kube.ts';
 import { planNetFault, type NetFaultKind, type TcpProxy } from './netproxy.ts';
@@ -236,60 +237,34 @@ function setServed(version: string, served: boolean): (crd: Crd) => void {
 }
 
 const SQUEEZE = 'soak-squeeze';
+const FLOWCONTROL = `/apis/${FLOWCONTROL_GROUP}/${FLOWCONTROL_VERSION}`;
 
 async function squeeze(admin: Kube, user: string): Promise<void> {
-  const base = '/apis/flowcontrol.apiserver.k8s.io/v1';
-  await admin.request('POST', `${base}/prioritylevelconfigurations`, {
-    body: {
-      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
-      kind: 'PriorityLevelConfiguration',
-      metadata: { name: SQUEEZE },
-      spec: {
-        type: 'Limited',
-        limited: {
-          nominalConcurrencyShares: 1,
-          lendablePercent: 0,
-          borrowingLimitPercent: 0,
-          limitResponse: { type: 'Reject' },
-        },
+  const { priorityLevel, flowSchema } = squeezeObjects({
+    name: SQUEEZE,
+    nominalConcurrencyShares: 1,
+    subjects: [{ kind: 'User', user: { name: user } }],
+    // The GC's own traffic; its Lease (coordination.k8s.io) is left alone.
+    resourceRules: [
+      {
+        verbs: ['*'],
+        apiGroups: ['', 'apps', 'batch', CRD_GROUP],
+        resources: ['*'],
+        namespaces: ['*'],
+        clusterScope: true,
       },
-    },
+    ],
   });
-  await admin.request('POST', `${base}/flowschemas`, {
-    body: {
-      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
-      kind: 'FlowSchema',
-      metadata: { name: SQUEEZE },
-      spec: {
-        priorityLevelConfiguration: { name: SQUEEZE },
-        // Before every default schema but `exempt` and `probes`.
-        matchingPrecedence: 50,
-        distinguisherMethod: { type: 'ByUser' },
-        rules: [
-          {
-            subjects: [{ kind: 'User', user: { name: user } }],
-            // The GC's own traffic; its Lease (coordination.k8s.io) is left alone.
-            resourceRules: [
-              {
-                verbs: ['*'],
-                apiGroups: ['', 'apps', 'batch', CRD_GROUP],
-                resources: ['*'],
-                namespaces: ['*'],
-                clusterScope: true,
-              },
-            ],
-          },
-        ],
-      },
-    },
+  await admin.request('POST', `${FLOWCONTROL}/prioritylevelconfigurations`, {
+    body: priorityLevel,
   });
+  await admin.request('POST', `${FLOWCONTROL}/flowschemas`, { body: flowSchema });
 }
 
 async function unsqueeze(admin: Kube): Promise<void> {
-  const base = '/apis/flowcontrol.apiserver.k8s.io/v1';
   for (const p of [
-    `${base}/flowschemas/${SQUEEZE}`,
-    `${base}/prioritylevelconfigurations/${SQUEEZE}`,
+    `${FLOWCONTROL}/flowschemas/${SQUEEZE}`,
+    `${FLOWCONTROL}/prioritylevelconfigurations/${SQUEEZE}`,
   ]) {
     const res = await admin.raw('DELETE', p);
     if (res.status !== 200 && res.status !== 404)

@@ -10,28 +10,14 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
+import type { InterceptedRequest } from '../../src/api/client.ts';
 import { INITIAL_EVENTS_END } from '../../src/informers/metadata-informer.ts';
-import { createLogger } from '../../src/log.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { e2eLogger, startInProcessGc, type InProcessGc } from '../support/in-process-gc.ts';
 import { configMap, isGone, ownerRef } from '../support/objects.ts';
 
-let cluster: Cluster;
-let c: Clients;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
+const { cluster, c, namespace } = await e2e();
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host']);
 const endToEnd = <T extends object>(headers: T): Partial<T> =>
@@ -138,7 +124,7 @@ test.each([
 ])(
   'item 1 (%s): an owner delivered only by a broken initial list, deleted before the relist: the relist reports it deleted and its dependent is collected',
   async (_encoding, protobuf) => {
-    const ns = await testNamespace(c.core, 'faults-cut-list');
+    const ns = await namespace('faults-cut-list');
     // Created before the collector starts: its first list of configmaps holds
     // them, in key order (namespace/name), O first. The list is cut after O, so
     // D first comes in the relist, when the graph (without the fix) still shows
@@ -188,16 +174,16 @@ test.each([
       await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 30_000 });
       deletedBeforeRelist = true;
     };
-    let client: KubeClient | undefined;
-    let gc: GarbageCollector | undefined;
+    let g: InProcessGc | undefined;
     try {
-      client = await KubeClient.create(kc, { userAgent: 'kubegc-e2e-faults', intercept });
-      gc = new GarbageCollector(client, createLogger('error'), {
-        discoveryPeriodMs: 3_600_000,
-        informer: { protobuf },
+      g = await startInProcessGc(cluster, {
+        userAgent: 'kubegc-e2e-faults',
+        kubeConfig: kc,
+        intercept,
+        log: e2eLogger('error'),
+        gc: { informer: { protobuf } },
       });
-      await gc.start();
-      const collector = gc;
+      const collector = g.gc;
       await waitFor('the configmaps informer to list again', () =>
         Promise.resolve(deletedBeforeRelist && collector.informers.get('configmaps')?.synced),
       );
@@ -215,8 +201,7 @@ test.each([
         { timeoutMs: 15_000 },
       );
     } finally {
-      await gc?.stop();
-      client?.close();
+      await g?.stop();
       await proxy.close();
     }
   },

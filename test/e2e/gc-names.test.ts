@@ -7,60 +7,16 @@
 // deleted). The collector runs in this process, as kubegc's service account
 // (deploy/'s RBAC and the guardrails); each test failed before the fix.
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
-import { createLogger } from '../../src/log.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  statusOf,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
-import { configMap, isGone, ownerRef, read, type Ref } from '../support/objects.ts';
+import { statusOf, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { inProcessGc } from '../support/in-process-gc.ts';
+import { configMap, isGone, ownerRef, read, refOf } from '../support/objects.ts';
 
 const RBAC = 'rbac.authorization.k8s.io/v1';
 
-let cluster: Cluster;
-let c: Clients;
-let client: KubeClient;
-let gc: GarbageCollector;
-/** Runs before each of the collector's requests; set by a test, cleared after it. */
-let intercept: ((r: InterceptedRequest) => void) | undefined;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
-    userAgent: 'kubegc-e2e-names',
-    intercept: (r) => intercept?.(r),
-  });
-  gc = new GarbageCollector(client, createLogger('warn'), { discoveryPeriodMs: 3_600_000 });
-  await gc.start();
-});
-
-afterEach(() => {
-  intercept = undefined;
-});
-
-afterAll(async () => {
-  await gc?.stop();
-  client?.close();
-});
-
-async function observed(...refs: Ref[]): Promise<void> {
-  await waitFor('the graph to observe the objects', () =>
-    Promise.resolve(refs.every((r) => gc.graph.get(r.uid)?.virtual === false)),
-  );
-}
-
-function ref(apiVersion: string, kind: string, meta: k8s.V1ObjectMeta | undefined): Ref {
-  if (!meta?.uid || !meta.name) throw new Error(`created ${kind} has no uid/name`);
-  return { apiVersion, kind, name: meta.name, uid: meta.uid, namespace: meta.namespace };
-}
+const { cluster, c, namespace } = await e2e();
+const g = await inProcessGc(cluster, { userAgent: 'kubegc-e2e-names' });
+const { gc, observed } = g;
 
 /** Removes a ClusterRole left by an earlier run of this file (finalizers first), as the admin. */
 async function removeClusterRole(name: string): Promise<void> {
@@ -86,11 +42,11 @@ async function removeClusterRole(name: string): Promise<void> {
 test('a ClusterRole named "reader,writer" deleted with Foreground: its blocking dependent and then it are collected', async () => {
   const name = 'reader,writer';
   await removeClusterRole(name);
-  const ns = await testNamespace(c.core, 'names-fg');
+  const ns = await namespace('names-fg');
   try {
     // No rules: nothing for RBAC's escalation check to weigh.
     const cr = await c.rbac.createClusterRole({ body: { metadata: { name }, rules: [] } });
-    const owner = ref(RBAC, 'ClusterRole', cr.metadata);
+    const owner = refOf(RBAC, 'ClusterRole', cr.metadata);
     // A namespaced dependent of a cluster-scoped owner is valid.
     const d = await configMap(c, ns, 'dependent', [ownerRef(owner, { blockOwnerDeletion: true })]);
     await observed(owner, d);
@@ -103,7 +59,7 @@ test('a ClusterRole named "reader,writer" deleted with Foreground: its blocking 
 });
 
 test('a live Role named "x,metadata.name!=x": its dependent, decided from a live read of it, is kept', async () => {
-  const ns = await testNamespace(c.core, 'names-live');
+  const ns = await namespace('names-live');
   const name = 'x,metadata.name!=x';
   // The Role lives: it has an owner of its own, which exists.
   const keeper = await configMap(c, ns, 'keeper');
@@ -111,13 +67,13 @@ test('a live Role named "x,metadata.name!=x": its dependent, decided from a live
     namespace: ns,
     body: { metadata: { name, ownerReferences: [ownerRef(keeper)] }, rules: [] },
   });
-  const owner = ref(RBAC, 'Role', role.metadata);
+  const owner = refOf(RBAC, 'Role', role.metadata);
   const d = await configMap(c, ns, 'dependent', [ownerRef(owner, { blockOwnerDeletion: true })]);
   await observed(keeper, owner, d);
 
   // kubegc's live read of the Role: a LIST of the roles in ns by its name.
   let asked = 0;
-  intercept = (r) => {
+  g.intercept = (r) => {
     if (
       r.method === 'GET' &&
       r.verb === 'GET' &&
@@ -140,11 +96,7 @@ test('a live Role named "x,metadata.name!=x": its dependent, decided from a live
     Promise.resolve(gc.graph.get(d.uid)?.resourceVersion === patched.metadata?.resourceVersion),
   );
   await waitFor('kubegc to read the Role live', () => Promise.resolve(asked > 0));
-  await waitFor(
-    'kubegc to finish deciding',
-    () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
-    { intervalMs: 20 },
-  );
+  await g.decided();
   const dep = await read(c, d);
   expect(dep).toBeDefined();
   expect(dep?.metadata?.deletionTimestamp).toBeUndefined();

@@ -4,78 +4,31 @@
 // before a request goes on the wire, and there the test changes the object the
 // way a concurrent controller or user would. Each test failed on the code
 // before its fix.
-import { appendFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
+import type { InterceptedRequest } from '../../src/api/client.ts';
 import type { GraphEvent } from '../../src/graph/propagator.ts';
-import { createLogger } from '../../src/log.ts';
+import { exists, statusOf, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { inProcessGc } from '../support/in-process-gc.ts';
 import {
-  clients,
-  e2eCluster,
-  exists,
-  statusOf,
-  kubegcKubeConfig,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
-import { configMap, isGone, ownerRef, read, type Ref } from '../support/objects.ts';
+  configMap,
+  isGone,
+  ownerRef,
+  read,
+  releaseConfigMap,
+  type Ref,
+} from '../support/objects.ts';
 
-let cluster: Cluster;
-let c: Clients;
-let client: KubeClient;
-let gc: GarbageCollector;
-/** Runs before each of the collector's requests; set by a test, cleared after it. */
-let intercept: ((r: InterceptedRequest) => Promise<void>) | undefined;
+const { cluster, c, namespace } = await e2e();
+const g = await inProcessGc(cluster, {
+  userAgent: 'kubegc-e2e-races',
+  // Watches end normally every 5-10 s, so that tests can meet a reconnect.
+  gc: { informer: { minWatchTimeoutSec: 5 } },
+});
+const { gc, observed } = g;
 /** An informer's initial list: a paginated LIST, or a watch-list (a watch with sendInitialEvents). */
 const initialList = (r: InterceptedRequest): boolean =>
   r.verb === 'LIST' || (r.verb === 'WATCH' && r.query?.sendInitialEvents === true);
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
-    userAgent: 'kubegc-e2e-races',
-    intercept: (r) => {
-      if (process.env.KUBEGC_E2E_DEBUG_LOG)
-        appendFileSync(
-          process.env.KUBEGC_E2E_DEBUG_LOG,
-          `REQ ${r.method} ${r.path} ${JSON.stringify(r.body ?? '')}\n`,
-        );
-      return intercept?.(r);
-    },
-  });
-  // KUBEGC_E2E_DEBUG_LOG=<file>: the collector's debug log, for a failing run.
-  const logFile = process.env.KUBEGC_E2E_DEBUG_LOG;
-  const log = logFile
-    ? createLogger('debug', (l) => appendFileSync(logFile, l))
-    : createLogger('warn');
-  gc = new GarbageCollector(client, log, {
-    // Discovery runs when a test says so (the informer-swap test times it).
-    discoveryPeriodMs: 3_600_000,
-    // Watches end normally every 5-10 s, so that tests can meet a reconnect.
-    informer: { minWatchTimeoutSec: 5 },
-  });
-  await gc.start();
-});
-
-afterEach(() => {
-  intercept = undefined;
-});
-
-afterAll(async () => {
-  await gc?.stop();
-  client?.close();
-});
-
-/** Waits until the collector's graph has observed every one of these objects. */
-async function observed(...refs: Ref[]): Promise<void> {
-  await waitFor('the graph to observe the objects', () =>
-    Promise.resolve(refs.every((r) => gc.graph.get(r.uid)?.virtual === false)),
-  );
-}
 
 async function ownerUids(r: Ref): Promise<string[] | undefined> {
   const obj = await read(c, r);
@@ -93,15 +46,6 @@ async function adopt(ns: string, name: string, owner: Ref): Promise<void> {
 }
 
 const HOLD = 'e2e.kubegc.io/hold';
-
-async function release(ns: string, name: string): Promise<void> {
-  await c.core
-    .patchNamespacedConfigMap(
-      { name, namespace: ns, body: { metadata: { finalizers: null } } },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    )
-    .catch(() => undefined);
-}
 
 /**
  * A -> X -> Y -> Z, every reference blocking. Y is in foreground deletion and
@@ -165,10 +109,10 @@ describe('item 1: the cycle breaker', () => {
   test.each(RACES)(
     'a live owner added $when (409): X is decided again and kept',
     async ({ method, isTheWrite }) => {
-      const ns = await testNamespace(c.core, `race-unblock-${method.toLowerCase()}`);
+      const ns = await namespace(`race-unblock-${method.toLowerCase()}`);
       const { a, b, x } = await cycle(ns);
       let raced = false;
-      intercept = async (r) => {
+      g.intercept = async (r) => {
         if (raced || r.method !== method || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))
           return;
         if (!isTheWrite(r)) return;
@@ -185,13 +129,13 @@ describe('item 1: the cycle breaker', () => {
       expect(raced).toBe(true);
       expect(decided?.metadata?.deletionTimestamp).toBeUndefined();
       expect(await ownerUids(x)).toEqual([b.uid]);
-      await release(ns, 'z');
+      await releaseConfigMap(c, ns, 'z');
     },
   );
 });
 
 test('item 5: an owner switched from Foreground to Orphan that the graph still shows waiting: its dependent is orphaned, not deleted', async () => {
-  const ns = await testNamespace(c.core, 'race-fg-orphan');
+  const ns = await namespace('race-fg-orphan');
   const o = await configMap(c, ns, 'o');
   const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
   await observed(o, d);
@@ -209,7 +153,7 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
   // before it leaves, a second DELETE switches O to Orphan (from then on the
   // API server shows the orphan finalizer).
   let switched: string | undefined;
-  intercept = async (r) => {
+  g.intercept = async (r) => {
     // A write names the object in its path; a live read is a LIST of its name.
     const about = [d, o].find(
       (x) =>
@@ -237,11 +181,7 @@ test('item 5: an owner switched from Foreground to Orphan that the graph still s
     });
     await waitFor('kubegc to act on the Foreground DELETE', () => Promise.resolve(switched));
     // Nothing ready or in flight (other tests' leftovers may wait in backoff; they are not D).
-    await waitFor(
-      'kubegc to finish deciding',
-      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
-      { intervalMs: 20 },
-    );
+    await g.decided();
     expect(gc.graph.get(o.uid)?.deletingDependents).toBe(true); // still stale: the race was on
     const dep = await read(c, d);
     expect(dep).toBeDefined();
@@ -346,7 +286,7 @@ async function serveV2(
 // held too, so that D's resourceVersion still matches the DELETE's
 // precondition: before the fix, the DELETE went out and D was deleted.
 test("an owner switched to Orphan between kubegc's read of it and its dependent's DELETE leaving: the DELETE is not sent, the dependent is orphaned", async () => {
-  const ns = await testNamespace(c.core, 'race-fg-orphan-wire');
+  const ns = await namespace('race-fg-orphan-wire');
   const o = await configMap(c, ns, 'o');
   const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
   await observed(o, d);
@@ -357,7 +297,7 @@ test("an owner switched to Orphan between kubegc's read of it and its dependent'
   let orphanPatchSeen = false;
   let releasePatch: () => void = () => undefined;
   const patchReleased = new Promise<void>((r) => (releasePatch = r));
-  intercept = async (r) => {
+  g.intercept = async (r) => {
     if (r.path !== dPath) return;
     if (r.method === 'DELETE' && !deleteHeld) {
       deleteHeld = true;
@@ -386,11 +326,7 @@ test("an owner switched to Orphan between kubegc's read of it and its dependent'
     expect(gc.graph.get(o.uid)?.hasOrphanFinalizer).toBe(true);
     releaseDelete();
     // The released DELETE and the decision after it are over (the orphan PATCH is still held).
-    await waitFor(
-      'kubegc to finish deciding D',
-      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
-      { intervalMs: 20 },
-    );
+    await g.decided('kubegc to finish deciding D');
     const dep = await read(c, d);
     expect(dep).toBeDefined();
     expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
@@ -414,14 +350,14 @@ test('item 3: an owner deleted while its informer is replaced (new preferred ver
   try {
     // Discovery may lag the CRD's creation by a moment; run it until the resource is watched.
     await watchedThrough(key, 'v1', true);
-    const ns = await testNamespace(c.core, 'race-swap');
+    const ns = await namespace('race-swap');
     const { d } = await ownerAndDependent(group, plural, kind, ns, 'v1');
 
     // v2 becomes the preferred version: the next discovery replaces the informer.
     await serveV2(crd, ns);
     // The old informer is stopped; before the new one lists, the owner goes.
     let raced = false;
-    intercept = async (r) => {
+    g.intercept = async (r) => {
       if (raced || !initialList(r) || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
       raced = true;
       await custom.deleteNamespacedCustomObject({
@@ -468,7 +404,7 @@ test('an owner referenced through a version no longer served (404 for the path, 
       await gc.runDiscovery();
       return gc.informers.get(`${plural}.${group}`)?.synced;
     });
-    const ns = await testNamespace(c.core, 'race-unserved');
+    const ns = await namespace('race-unserved');
     // The dependent names its owner in v2.
     const { d } = await ownerAndDependent(group, plural, kind, ns, 'v2');
     // v2 stops being served; kubegc's discovery has not run since (its mapper still has v2).
@@ -491,7 +427,7 @@ test('an owner referenced through a version no longer served (404 for the path, 
       }
     });
     let asked = 0;
-    intercept = (r) => {
+    g.intercept = (r) => {
       // A live read is a LIST of the one name (src/gc/operations.ts getMeta).
       if (
         r.verb === 'GET' &&
@@ -503,11 +439,7 @@ test('an owner referenced through a version no longer served (404 for the path, 
     };
     gc.deleteQueue.add(d.uid);
     await waitFor('kubegc to read the owner through v2', () => Promise.resolve(asked > 0));
-    await waitFor(
-      'kubegc to finish deciding',
-      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
-      { intervalMs: 20 },
-    );
+    await g.decided();
     const dep = await read(c, d);
     expect(dep).toBeDefined();
     expect(dep?.metadata?.deletionTimestamp).toBeUndefined();
@@ -526,7 +458,7 @@ test('a dependent created while its informer is replaced, its owner then deleted
   const key = `${plural}.${group}`;
   try {
     await watchedThrough(key, 'v1', true);
-    const ns = await testNamespace(c.core, 'race-orphan-swap');
+    const ns = await namespace('race-orphan-swap');
     const o = await configMap(c, ns, 'o');
     await observed(o);
     await serveV2(crd, ns);
@@ -564,7 +496,7 @@ test('a dependent created while its informer is replaced, its owner then deleted
         () => false,
       );
     };
-    intercept = async (r) => {
+    g.intercept = async (r) => {
       if (raced || !initialList(r) || !r.path.endsWith(`/apis/${group}/v2/${plural}`)) return;
       raced = race();
       await raced;
@@ -594,13 +526,13 @@ test('a dependent created while its informer is replaced, its owner then deleted
 // created meanwhile was delivered; delivered later, it was deleted (its owner
 // read live: 404). This test failed on the code before the fix.
 test('a dependent created while its watch reconnects after a normal end, its owner deleted with Orphan meanwhile: it is orphaned, not deleted', async () => {
-  const ns = await testNamespace(c.core, 'race-rewatch');
+  const ns = await namespace('race-rewatch');
   const o = await configMap(c, ns, 'o');
   await observed(o);
   let releaseRewatch: () => void = () => undefined;
   const rewatchHeld = new Promise<void>((r) => (releaseRewatch = r));
   let held = false;
-  intercept = async (r) => {
+  g.intercept = async (r) => {
     // The secrets informer's next watch from a known resourceVersion (a reconnect).
     if (
       held ||
@@ -638,11 +570,7 @@ test('a dependent created while its watch reconnects after a normal end, its own
       return isGone(c, d);
     });
     // Whatever kubegc decides about D now is decided: nothing of it ready or in flight.
-    await waitFor(
-      'kubegc to finish deciding',
-      () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
-      { intervalMs: 20 },
-    );
+    await g.decided();
     const now = await c.core
       .readNamespacedSecret({ name: 'd', namespace: ns })
       .catch(() => undefined);

@@ -10,240 +10,95 @@
 // own user's that a validating webhook (in this process) keeps waiting. The
 // seat holder is a user of its own: kubegc's token may not delete an object
 // without owner references (deploy/components/guardrails).
-import { appendFileSync } from 'node:fs';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import { grantClusterAdmin, userKubeconfig, type Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
-import { createLogger } from '../../src/log.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  statusOf,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
-import { configMap, isGone, ownerRef, read } from '../support/objects.ts';
+import { grantClusterAdmin, userKubeconfig } from '../../cluster/controlplane.ts';
+import type { InterceptedRequest } from '../../src/api/client.ts';
+import { admissionWebhook, hold } from '../support/admission-webhook.ts';
+import { liftSqueeze, squeeze, squeezeInEffect } from '../support/apf.ts';
+import { statusOf, waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
+import { e2eLogger, inProcessGc } from '../support/in-process-gc.ts';
+import { configMap, isGone, ownerRef, read, releaseConfigMap } from '../support/objects.ts';
 import { KUBEGC_SERVICE_ACCOUNT } from '../support/service-account.ts';
-import { selfSignedCert } from '../support/tls.ts';
 
 const USER = 'kubegc-e2e-throttled';
 const SQUEEZE = 'kubegc-e2e-reject-deletes';
 const HOLD_LABEL = 'e2e.kubegc.io/hold-seat';
 
-let cluster: Cluster;
-let c: Clients;
-let client: KubeClient;
-let gc: GarbageCollector;
+const { cluster, c, namespace } = await e2e();
+await grantClusterAdmin(cluster, USER);
+const userKc = new k8s.KubeConfig();
+userKc.loadFromFile(await userKubeconfig(cluster, USER));
 /** USER's own API client (the seat holder's DELETE). */
-let asUser: k8s.CoreV1Api;
-let webhook: https.Server;
-/** Admission requests the webhook has received (dry runs included). */
-let reviews = 0;
-/** DELETEs of ConfigMap `d` kubegc put on the wire (retries included). */
-let deletesOfD = 0;
-/** While set, kubegc's PATCHes of `d` wait until a DELETE of it goes out after this count (5 s at most). */
-let holdPatchesOfDAfter: number | undefined;
-/** The webhook holds a DELETE (and with it the priority level's one seat). */
-let holding = false;
-/** Releases the DELETE the webhook holds. */
-let release: () => void = () => undefined;
+const asUser = userKc.makeApiClient(k8s.CoreV1Api);
 /** kubegc's DELETEs of ConfigMaps answered 429, by path. */
 const rejected: string[] = [];
 /** kubegc's PATCHes answered 429. */
 let patchesRejected = 0;
-/** The cycle-breaker test's hook, run before each of kubegc's requests. */
-let interceptCycle: ((r: InterceptedRequest) => Promise<void>) | undefined;
-
-/** Every DELETE (and any other of `verbs`) of a ConfigMap by USER or kubegc is rejected (no seats: nominal shares 0, nothing to borrow). */
-async function rejectDeletes(verbs: string[] = ['delete']): Promise<void> {
-  const admin = c.kc.makeApiClient(k8s.CustomObjectsApi);
-  await admin.createClusterCustomObject({
-    group: 'flowcontrol.apiserver.k8s.io',
-    version: 'v1',
-    plural: 'prioritylevelconfigurations',
-    body: {
-      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
-      kind: 'PriorityLevelConfiguration',
-      metadata: { name: SQUEEZE },
-      spec: {
-        type: 'Limited',
-        limited: {
-          nominalConcurrencyShares: 0,
-          lendablePercent: 0,
-          borrowingLimitPercent: 0,
-          limitResponse: { type: 'Reject' },
-        },
-      },
-    },
-  });
-  await admin.createClusterCustomObject({
-    group: 'flowcontrol.apiserver.k8s.io',
-    version: 'v1',
-    plural: 'flowschemas',
-    body: {
-      apiVersion: 'flowcontrol.apiserver.k8s.io/v1',
-      kind: 'FlowSchema',
-      metadata: { name: SQUEEZE },
-      spec: {
-        priorityLevelConfiguration: { name: SQUEEZE },
-        matchingPrecedence: 50,
-        distinguisherMethod: { type: 'ByUser' },
-        rules: [
-          {
-            subjects: [
-              { kind: 'User', user: { name: USER } },
-              { kind: 'ServiceAccount', serviceAccount: KUBEGC_SERVICE_ACCOUNT },
-            ],
-            resourceRules: [
-              {
-                verbs,
-                apiGroups: [''],
-                resources: ['configmaps'],
-                namespaces: ['*'],
-              },
-            ],
-          },
-        ],
-      },
-    },
-  });
-}
-
-async function allowDeletes(): Promise<void> {
-  const admin = c.kc.makeApiClient(k8s.CustomObjectsApi);
-  for (const plural of ['flowschemas', 'prioritylevelconfigurations'])
-    await admin
-      .deleteClusterCustomObject({
-        group: 'flowcontrol.apiserver.k8s.io',
-        version: 'v1',
-        plural,
-        name: SQUEEZE,
-      })
-      .catch(() => undefined);
-}
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  await grantClusterAdmin(cluster, USER);
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await userKubeconfig(cluster, USER));
-  asUser = kc.makeApiClient(k8s.CoreV1Api);
-  const tls = selfSignedCert(['127.0.0.1']);
-  webhook = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      reviews++;
-      const review = JSON.parse(body) as { request: { uid: string; dryRun?: boolean } };
-      const answer = (): void => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            apiVersion: 'admission.k8s.io/v1',
-            kind: 'AdmissionReview',
-            response: { uid: review.request.uid, allowed: true },
-          }),
-        );
-      };
-      if (review.request.dryRun) answer();
-      else {
-        holding = true;
-        const t = setTimeout(() => release(), 25_000);
-        release = () => {
-          clearTimeout(t);
-          release = () => undefined;
-          holding = false;
-          answer();
-        };
-      }
-    });
-  });
-  await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
-  const admission = c.kc.makeApiClient(k8s.AdmissionregistrationV1Api);
-  await admission.createValidatingWebhookConfiguration({
-    body: {
-      metadata: { name: SQUEEZE },
-      webhooks: [
-        {
-          name: 'hold-seat.e2e.kubegc.io',
-          clientConfig: {
-            url: `https://127.0.0.1:${(webhook.address() as AddressInfo).port}/validate`,
-            caBundle: tls.cert.toString('base64'),
-          },
-          rules: [
-            {
-              operations: ['DELETE'],
-              apiGroups: [''],
-              apiVersions: ['v1'],
-              resources: ['configmaps'],
-              scope: 'Namespaced',
-            },
-          ],
-          objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
-          failurePolicy: 'Fail',
-          sideEffects: 'None',
-          admissionReviewVersions: ['v1'],
-          timeoutSeconds: 30,
-        },
-      ],
-    },
-  });
-  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
-    userAgent: 'kubegc-e2e-throttled',
-    intercept: async (r) => {
-      await interceptCycle?.(r);
-      if (!r.path.endsWith('/configmaps/d')) return;
-      if (r.method === 'DELETE') deletesOfD++;
-      const after = holdPatchesOfDAfter;
-      if (r.method === 'PATCH' && after !== undefined)
-        await waitFor('another DELETE of D', () => Promise.resolve(deletesOfD > after), {
-          timeoutMs: 5_000,
-          intervalMs: 50,
-        }).catch(() => undefined);
-    },
+const g = await inProcessGc(cluster, {
+  userAgent: 'kubegc-e2e-throttled',
+  log: e2eLogger('error'),
+  client: {
     onRequest: (verb, status) => {
       if (verb === 'DELETE' && status === 429) rejected.push(verb);
       if (verb === 'PATCH' && status === 429) patchesRejected++;
     },
-  });
-  gc = new GarbageCollector(
-    client,
-    process.env.KUBEGC_E2E_DEBUG_LOG
-      ? createLogger('debug', (l) => appendFileSync(process.env.KUBEGC_E2E_DEBUG_LOG ?? '', l))
-      : createLogger('error'),
-    { discoveryPeriodMs: 3_600_000 },
-  );
-  await gc.start();
+  },
 });
+const { gc } = g;
+/** Holds the seat holder's DELETE (the webhook sees only objects labelled HOLD_LABEL). */
+const webhook = await admissionWebhook(c.kc, {
+  name: SQUEEZE,
+  webhook: 'hold-seat.e2e.kubegc.io',
+  rules: [
+    {
+      operations: ['DELETE'],
+      apiGroups: [''],
+      apiVersions: ['v1'],
+      resources: ['configmaps'],
+      scope: 'Namespaced',
+    },
+  ],
+  objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
+});
+afterFile(() => allowDeletes());
 
-afterAll(async () => {
-  release();
-  await allowDeletes();
-  await c?.kc
-    .makeApiClient(k8s.AdmissionregistrationV1Api)
-    .deleteValidatingWebhookConfiguration({ name: SQUEEZE })
-    .catch(() => undefined);
-  webhook?.closeAllConnections();
-  await new Promise<void>((r) => (webhook ? webhook.close(() => r()) : r()));
-  await gc?.stop();
-  client?.close();
-});
+/** Every DELETE (and any other of `verbs`) of a ConfigMap by USER or kubegc is rejected (no seats: nominal shares 0, nothing to borrow). */
+function rejectDeletes(verbs: string[] = ['delete']): Promise<void> {
+  return squeeze(c.kc, {
+    name: SQUEEZE,
+    nominalConcurrencyShares: 0,
+    subjects: [
+      { kind: 'User', user: { name: USER } },
+      { kind: 'ServiceAccount', serviceAccount: KUBEGC_SERVICE_ACCOUNT },
+    ],
+    resourceRules: [{ verbs, apiGroups: [''], resources: ['configmaps'], namespaces: ['*'] }],
+  });
+}
+
+function allowDeletes(): Promise<void> {
+  return liftSqueeze(c.kc, SQUEEZE);
+}
 
 test('a DELETE answered 429, its owner switched to Orphan before a retry: the dependent is orphaned, not deleted', async () => {
-  const ns = await testNamespace(c.core, 'throttled');
+  /** DELETEs of ConfigMap `d` kubegc put on the wire (retries included). */
+  let deletesOfD = 0;
+  /** While set, kubegc's PATCHes of `d` wait until a DELETE of it goes out after this count (5 s at most). */
+  let holdPatchesOfDAfter: number | undefined;
+  g.intercept = async (r) => {
+    if (!r.path.endsWith('/configmaps/d')) return;
+    if (r.method === 'DELETE') deletesOfD++;
+    const after = holdPatchesOfDAfter;
+    if (r.method === 'PATCH' && after !== undefined)
+      await waitFor('another DELETE of D', () => Promise.resolve(deletesOfD > after), {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+      }).catch(() => undefined);
+  };
+  const ns = await namespace('throttled');
   const o = await configMap(c, ns, 'o');
   const d = await configMap(c, ns, 'd', [ownerRef(o, { blockOwnerDeletion: true })]);
-  await waitFor('the graph to observe O and D', () =>
-    Promise.resolve(
-      gc.graph.get(o.uid)?.virtual === false && gc.graph.get(d.uid)?.virtual === false,
-    ),
-  );
+  await g.observed(o, d);
   // The seat holder: a ConfigMap whose DELETE by USER the webhook keeps waiting.
   await holdSeat(ns);
   await rejectDeletes();
@@ -279,7 +134,7 @@ test('a DELETE answered 429, its owner switched to Orphan before a retry: the de
     expect(now?.metadata?.finalizers).toContain('orphan');
   } finally {
     await allowDeletes();
-    release();
+    webhook.release();
     await held?.catch(() => undefined);
   }
   await waitFor('O to be gone', () => isGone(c, o), { timeoutMs: 60_000 });
@@ -299,18 +154,12 @@ test('a DELETE answered 429, its owner switched to Orphan before a retry: the de
  * waiting: it holds the priority level's one seat. Returns the DELETE (wrapped: awaiting it would wait for the webhook).
  */
 async function takeSeat(ns: string): Promise<{ held: Promise<unknown> }> {
-  await waitFor('the FlowSchema to take effect', async () => {
-    const fs = (await c.kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({
-      group: 'flowcontrol.apiserver.k8s.io',
-      version: 'v1',
-      plural: 'flowschemas',
-      name: SQUEEZE,
-    })) as { status?: { conditions?: { type: string; status: string }[] } };
-    return fs.status?.conditions?.some((x) => x.type === 'Dangling' && x.status === 'False');
-  });
+  await squeezeInEffect(c.kc, SQUEEZE);
+  // Held for 25 s at most (the webhook's timeout is 30 s), then allowed.
+  webhook.on((r) => !r.dryRun, hold(25_000));
   const held = asUser.deleteNamespacedConfigMap({ name: 'seat', namespace: ns });
   held.catch(() => undefined);
-  await waitFor('the seat holder to reach the webhook', () => Promise.resolve(holding));
+  await waitFor('the seat holder to reach the webhook', () => Promise.resolve(webhook.held() > 0));
   return { held };
 }
 
@@ -320,18 +169,16 @@ async function holdSeat(ns: string): Promise<void> {
     namespace: ns,
     body: { metadata: { name: 'seat', labels: { [HOLD_LABEL]: 'true' } } },
   });
-  await waitFor('the webhook to be called (a dry-run DELETE)', async () => {
-    const before = reviews;
-    await c.core.deleteNamespacedConfigMap({ name: 'seat', namespace: ns, dryRun: 'All' });
-    return reviews > before;
-  });
+  await webhook.untilCalled('the webhook to be called (a dry-run DELETE)', () =>
+    c.core.deleteNamespacedConfigMap({ name: 'seat', namespace: ns, dryRun: 'All' }),
+  );
 }
 
 // Issue 19, item 4: the cycle breaker's unblock PATCH was re-sent by the
 // client after Retry-After, on the decision made before the wait, and the
 // Foreground DELETE followed at once. This test failed on the code before the fix.
 test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orphan during the wait: X is orphaned, not deleted", async () => {
-  const ns = await testNamespace(c.core, 'throttled-unblock');
+  const ns = await namespace('throttled-unblock');
   const HOLD = 'e2e.kubegc.io/hold';
   // A -> X -> Y -> Z, every reference blocking; Y in foreground deletion, held there by Z.
   const a = await configMap(c, ns, 'a');
@@ -348,9 +195,7 @@ test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orph
     },
   });
   const zUid = zObj.metadata?.uid ?? '';
-  await waitFor('the graph to observe A, X, Y and Z', () =>
-    Promise.resolve([a.uid, x.uid, y.uid, zUid].every((u) => gc.graph.get(u)?.virtual === false)),
-  );
+  await g.observed(a, x, y, { uid: zUid });
   await c.core.deleteNamespacedConfigMap({
     name: 'y',
     namespace: ns,
@@ -377,7 +222,7 @@ test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orph
       Promise.resolve(patchesRejected > 0),
     );
     await allowDeletes();
-    release();
+    webhook.release();
     await held?.catch(() => undefined);
     // The API server lets kubegc's PATCHes through again.
     await waitFor("USER's PATCHes to be let through", async () => {
@@ -394,7 +239,7 @@ test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orph
       }
     });
   };
-  interceptCycle = async (r) => {
+  g.intercept = async (r) => {
     const aboutX = r.path.endsWith(`/namespaces/${ns}/configmaps/x`);
     if (r.method === 'DELETE' && aboutX) deletesOfX++;
     if (unblockOfX(r) && unblocks++ === 0) {
@@ -457,15 +302,10 @@ test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orph
     expect(now?.metadata?.deletionTimestamp).toBeUndefined();
     expect(deletesOfX).toBe(0);
   } finally {
-    interceptCycle = undefined;
+    g.intercept = undefined;
     await allowDeletes();
-    release();
+    webhook.release();
     await held?.catch(() => undefined);
-    await c.core
-      .patchNamespacedConfigMap(
-        { name: 'z', namespace: ns, body: { metadata: { finalizers: null } } },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-      )
-      .catch(() => undefined);
+    await releaseConfigMap(c, ns, 'z');
   }
 });

@@ -14,11 +14,7 @@
 // its DELETEs is held. No write of the old leader may take effect (by the
 // audit log's ResponseComplete) after the new leader's first write.
 import { randomUUID } from 'node:crypto';
-import { appendFileSync } from 'node:fs';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
 import { controllerArgs } from '../../cluster/kubegc-command.ts';
 import { auditTimeMs, readAuditLog, WRITE_VERBS, type AuditEvent } from '../../soak/lib/audit.ts';
 import {
@@ -28,29 +24,16 @@ import {
   writesOutsideTenure,
 } from '../../soak/lib/tenure.ts';
 import { KubeClient } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
 import { LeaderElector } from '../../src/leader/lease.ts';
-import { createLogger, silentLogger } from '../../src/log.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { hold, startAdmissionWebhook } from '../support/admission-webhook.ts';
+import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { e2eLogger, startInProcessGc } from '../support/in-process-gc.ts';
 import { runKubegc, type KubegcProcess, type LogLine } from '../support/kubegc.ts';
 import { configMap, configMapNames, isGone, ownerRef, times } from '../support/objects.ts';
 import { KUBEGC_SERVICE_ACCOUNT, serviceAccountKubeconfig } from '../support/service-account.ts';
-import { selfSignedCert } from '../support/tls.ts';
 
-let cluster: Cluster;
-let c: Clients;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
+const { cluster, c, namespace } = await e2e();
 
 const DEPENDENTS = 300;
 
@@ -77,7 +60,7 @@ const deletedIn =
 test('a leader frozen past its lease writes nothing after it resumes, and SIGTERM releases the Lease only after the last write', async () => {
   const auditLog = cluster.auditLog;
   if (!auditLog) throw new Error('the e2e cluster runs without its audit log');
-  const ns = await testNamespace(c.core, 'leader-tenure');
+  const ns = await namespace('leader-tenure');
   // Where the shipped Role lets kubegc's service account keep a Lease; a name of this test's own.
   const lease = { namespace: KUBEGC_SERVICE_ACCOUNT.namespace, name: ns };
   const flags = controllerArgs(await serviceAccountKubeconfig(cluster), [
@@ -216,70 +199,6 @@ const HOLD_LABEL = 'e2e.kubegc.io/hold-delete';
 const HOLD_MS = 20_000;
 
 /**
- * A validating webhook in this process that holds every DELETE of an object
- * labelled HOLD_LABEL for HOLD_MS (dry runs are answered at once), then
- * allows it.
- */
-async function holdingWebhook() {
-  const tls = selfSignedCert(['127.0.0.1']);
-  let reviews = 0;
-  /** Held DELETEs: each answers when called (at HOLD_MS, or at release()). */
-  const held = new Set<() => void>();
-  /** Held DELETEs whose admission call the API server gave up on (its request was cancelled). */
-  let abandoned = 0;
-  let holding = true;
-  const server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      reviews++;
-      const review = JSON.parse(body) as { request: { uid: string; dryRun?: boolean } };
-      const answer = (): void => {
-        held.delete(answer);
-        clearTimeout(timer);
-        if (res.writableEnded || res.destroyed) return;
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            apiVersion: 'admission.k8s.io/v1',
-            kind: 'AdmissionReview',
-            response: { uid: review.request.uid, allowed: true },
-          }),
-        );
-      };
-      const timer = setTimeout(answer, review.request.dryRun || !holding ? 0 : HOLD_MS);
-      if (review.request.dryRun || !holding) return;
-      held.add(answer);
-      res.on('close', () => {
-        if (res.writableEnded) return;
-        abandoned++;
-        held.delete(answer);
-        clearTimeout(timer);
-      });
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/validate`,
-    caBundle: tls.cert.toString('base64'),
-    reviews: () => reviews,
-    held: () => held.size,
-    abandoned: () => abandoned,
-    /** Answers every held DELETE now, and holds no more. */
-    release(): void {
-      holding = false;
-      for (const answer of [...held]) answer();
-    },
-    close: async (): Promise<void> => {
-      holding = false;
-      for (const answer of [...held]) answer();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
-
-/**
  * One replica in this process, wired as `kubegc controller --leader-elect`
  * wires it: the write guard, each write's tenure signal and timeout, the GC
  * started only once it leads, stopped (writes drained) when it loses.
@@ -291,7 +210,6 @@ async function replica(
 ) {
   const identity = `tenure-${name}-${randomUUID().slice(0, 8)}`;
   const kc = await kubegcKubeConfig(cluster);
-  const client = await KubeClient.create(kc, { userAgent: `kubegc/e2e (${identity})` });
   let leaseBlocked = false;
   const leaseClient = await KubeClient.create(kc, {
     qps: 0,
@@ -301,33 +219,32 @@ async function replica(
       if (leaseBlocked) throw new Error('e2e: Lease requests blocked');
     },
   });
-  const log = process.env.KUBEGC_E2E_DEBUG_LOG
-    ? createLogger('debug', (l) =>
-        appendFileSync(process.env.KUBEGC_E2E_DEBUG_LOG ?? '', `${name} ${l}`),
-      )
-    : silentLogger;
+  const log = e2eLogger('silent', `${name} `);
   const elector = new LeaderElector(leaseClient, log, {
     ...lease,
     identity,
     ...durations,
   });
   let stopping = false;
-  const gc = new GarbageCollector(client, log, {
-    discoveryPeriodMs: 3_600_000,
-    allowWrites: () => !stopping && elector.mayWrite(),
-    writeTenure: {
-      writeSignal: () => elector.writeSignal(),
-      writeTimeoutMs: Math.min(30_000, durations.leaseDurationMs - durations.renewDeadlineMs),
+  const { gc, stop: stopCollector } = await startInProcessGc(cluster, {
+    userAgent: `kubegc/e2e (${identity})`,
+    kubeConfig: kc,
+    log,
+    gc: {
+      allowWrites: () => !stopping && elector.mayWrite(),
+      writeTenure: {
+        writeSignal: () => elector.writeSignal(),
+        writeTimeoutMs: Math.min(30_000, durations.leaseDurationMs - durations.renewDeadlineMs),
+      },
     },
+    // The GC starts its workers only once it leads.
+    run: 'sync',
   });
   let lost = false;
-  let gcStopped: Promise<void> | undefined;
   const stopGc = (): Promise<void> => {
     stopping = true;
-    gcStopped ??= gc.stop();
-    return gcStopped;
+    return stopCollector();
   };
-  await gc.sync();
   const leads = elector
     .run(() => {
       lost = true;
@@ -348,7 +265,6 @@ async function replica(
       await stopGc();
       leaseBlocked = false;
       await elector.stop();
-      client.close();
       leaseClient.close();
     },
   };
@@ -357,40 +273,29 @@ async function replica(
 test('a leader whose DELETE is held by an admission webhook while its renewals fail: none of its writes takes effect after the new leader writes', async () => {
   const auditLog = cluster.auditLog;
   if (!auditLog) throw new Error('the e2e cluster runs without its audit log');
-  const ns = await testNamespace(c.core, 'leader-held');
+  const ns = await namespace('leader-held');
   const lease = { namespace: KUBEGC_SERVICE_ACCOUNT.namespace, name: ns };
   // The existing test's durations: a write's timeout is at most 4 s − 3 s.
   const durations = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
-  const webhook = await holdingWebhook();
-  const admission = c.kc.makeApiClient(k8s.AdmissionregistrationV1Api);
-  const webhookName = `kubegc-e2e-hold-deletes-${ns}`.slice(0, 63);
-  await admission.createValidatingWebhookConfiguration({
-    body: {
-      metadata: { name: webhookName },
-      webhooks: [
-        {
-          name: 'hold-delete.e2e.kubegc.io',
-          clientConfig: { url: webhook.url, caBundle: webhook.caBundle },
-          rules: [
-            {
-              operations: ['DELETE'],
-              apiGroups: [''],
-              apiVersions: ['v1'],
-              resources: ['configmaps'],
-              scope: 'Namespaced',
-            },
-          ],
-          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
-          objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
-          // A cancelled admission call fails the DELETE: it never takes effect.
-          failurePolicy: 'Fail',
-          sideEffects: 'None',
-          admissionReviewVersions: ['v1'],
-          timeoutSeconds: 30,
-        },
-      ],
-    },
+  const webhook = await startAdmissionWebhook(c.kc, {
+    name: `kubegc-e2e-hold-deletes-${ns}`.slice(0, 63),
+    webhook: 'hold-delete.e2e.kubegc.io',
+    rules: [
+      {
+        operations: ['DELETE'],
+        apiGroups: [''],
+        apiVersions: ['v1'],
+        resources: ['configmaps'],
+        scope: 'Namespaced',
+      },
+    ],
+    namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+    objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
+    // A cancelled admission call fails the DELETE: it never takes effect.
+    failurePolicy: 'Fail',
   });
+  // Every DELETE of an object labelled HOLD_LABEL waits HOLD_MS (dry runs are answered at once), then is allowed.
+  const holding = webhook.on((r) => !r.dryRun, hold(HOLD_MS));
   let a: Awaited<ReturnType<typeof replica>> | undefined;
   let b: Awaited<ReturnType<typeof replica>> | undefined;
   try {
@@ -399,11 +304,9 @@ test('a leader whose DELETE is held by an admission webhook while its renewals f
       namespace: ns,
       body: { metadata: { name: 'probe', labels: { [HOLD_LABEL]: 'true' } } },
     });
-    await waitFor('the webhook to be called (a dry-run DELETE)', async () => {
-      const before = webhook.reviews();
-      await c.core.deleteNamespacedConfigMap({ name: 'probe', namespace: ns, dryRun: 'All' });
-      return webhook.reviews() > before;
-    });
+    await webhook.untilCalled('the webhook to be called (a dry-run DELETE)', () =>
+      c.core.deleteNamespacedConfigMap({ name: 'probe', namespace: ns, dryRun: 'All' }),
+    );
 
     a = await replica('a', lease, durations);
     await a.leads;
@@ -458,6 +361,7 @@ test('a leader whose DELETE is held by an admission webhook while its renewals f
     // Whatever the webhook still holds is allowed now: a DELETE of A's still
     // in flight would take effect here, after B's writes.
     const abandoned = webhook.abandoned();
+    holding.remove();
     webhook.release();
     await b.stop();
     await a.stop();
@@ -516,9 +420,6 @@ test('a leader whose DELETE is held by an admission webhook while its renewals f
   } finally {
     await a?.stop().catch(() => undefined);
     await b?.stop().catch(() => undefined);
-    await admission
-      .deleteValidatingWebhookConfiguration({ name: webhookName })
-      .catch(() => undefined);
     await webhook.close();
     await c.kc
       .makeApiClient(k8s.CoordinationV1Api)

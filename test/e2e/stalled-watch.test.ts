@@ -3,45 +3,19 @@
 // watched in its preferred version; kubegc reports it (metric, Warning event,
 // a line in /readyz) while /healthz, the liveness probe, stays 200.
 import * as k8s from '@kubernetes/client-node';
-import http from 'node:http';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
-import { silentLogger } from '../../src/log.ts';
 import { createControllerMetrics } from '../../src/observability/metrics.ts';
 import { controllerProbes } from '../../src/observability/probes.ts';
 import {
   startObservabilityServer,
   type ObservabilityServer,
 } from '../../src/observability/server.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { httpGet as get } from '../support/http.ts';
+import { e2eLogger, startInProcessGc, type InProcessGc } from '../support/in-process-gc.ts';
 import { breakConversion } from '../support/objects.ts';
 
-let cluster: Cluster;
-let c: Clients;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
-
-function get(address: string, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    http
-      .get(`http://${address}${path}`, (res) => {
-        let body = '';
-        res.on('data', (b: Buffer) => (body += b.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      })
-      .on('error', reject);
-  });
-}
+const { cluster, c } = await e2e();
 
 test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric, event and /readyz say which', async () => {
   const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
@@ -67,8 +41,7 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
       },
     },
   });
-  let client: KubeClient | undefined;
-  let gc: GarbageCollector | undefined;
+  let g: InProcessGc | undefined;
   let server: ObservabilityServer | undefined;
   try {
     // One object stored as v1: listing it as v2 (the preferred version) needs a conversion.
@@ -87,20 +60,20 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
     });
     await breakConversion(ext, crdName);
 
-    client = await KubeClient.create(await kubegcKubeConfig(cluster));
     const metrics = createControllerMetrics();
-    // Short watch cycles, so that "stalled" (two failed cycles plus the grace) comes in seconds.
-    gc = new GarbageCollector(
-      client,
-      silentLogger,
-      {
-        discoveryPeriodMs: 3_600_000,
+    g = await startInProcessGc(cluster, {
+      userAgent: 'kubegc',
+      log: e2eLogger('silent'),
+      // Short watch cycles, so that "stalled" (two failed cycles plus the grace) comes in seconds.
+      gc: {
         initialSyncTimeoutMs: 2_000,
         informer: { minWatchTimeoutSec: 1, watchdogGraceMs: 1_000, maxBackoffMs: 500 },
       },
-      metrics.gc,
-    );
-    const collector = gc;
+      metrics: metrics.gc,
+      // A standby's work: discover, watch, build the graph (no workers, no deletes).
+      run: 'sync',
+    });
+    const collector = g.gc;
     metrics.bind({
       graphNodes: () => collector.graph.order,
       virtualNodes: () => collector.graph.countVirtual(),
@@ -116,8 +89,6 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
       registry: metrics.registry,
       ...controllerProbes(collector),
     });
-    // A standby's work: discover, watch, build the graph (no workers, no deletes).
-    await collector.sync();
     expect(collector.informers.get(key)?.resource.version).toBe('v2');
 
     await waitFor('the watch to be reported stalled', async () => {
@@ -143,8 +114,7 @@ test('a watch stalled by a broken conversion webhook: /healthz stays 200; metric
     });
   } finally {
     await server?.close();
-    await gc?.stop();
-    client?.close();
+    await g?.stop();
     await ext.deleteCustomResourceDefinition({ name: crdName }).catch(() => undefined);
   }
 });

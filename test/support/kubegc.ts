@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { controllerArgs, kubegcArgv } from '../../cluster/kubegc-command.ts';
 import type { Cluster } from '../../cluster/controlplane.ts';
 import { serviceAccountKubeconfig } from './service-account.ts';
+import { afterFile } from './e2e.ts';
 
 export interface LogLine {
   level: string;
@@ -150,6 +151,17 @@ export async function startController(
     '"garbage collector started"',
     (l) => l.msg === 'garbage collector started',
   );
+  return proc;
+}
+
+/** startController for the whole test file: stopped after it. */
+export async function kubegcController(
+  cluster: Cluster,
+  extra: string[] = [],
+  opts: StartOptions = {},
+): Promise<KubegcProcess> {
+  const proc = await startController(cluster, extra, opts);
+  afterFile(() => proc.stop());
   return proc;
 }
 

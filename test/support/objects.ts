@@ -24,7 +24,8 @@ export function ownerRef(
   };
 }
 
-function ref(apiVersion: string, kind: string, meta: k8s.V1ObjectMeta | undefined): Ref {
+/** The Ref of an object the API server answered a create with. */
+export function refOf(apiVersion: string, kind: string, meta: k8s.V1ObjectMeta | undefined): Ref {
   if (!meta?.uid || !meta.name) throw new Error(`created ${kind} has no uid/name`);
   return { apiVersion, kind, name: meta.name, uid: meta.uid, namespace: meta.namespace };
 }
@@ -39,7 +40,7 @@ export async function configMap(
     namespace,
     body: { metadata: { name, ownerReferences: owners }, data: { k: 'v' } },
   });
-  return ref('v1', 'ConfigMap', cm.metadata);
+  return refOf('v1', 'ConfigMap', cm.metadata);
 }
 
 export async function secret(
@@ -52,7 +53,7 @@ export async function secret(
     namespace,
     body: { metadata: { name, ownerReferences: owners } },
   });
-  return ref('v1', 'Secret', s.metadata);
+  return refOf('v1', 'Secret', s.metadata);
 }
 
 /** A bare, never-scheduled Pod (no kubelet needed; deleted at once when collected). */
@@ -69,7 +70,24 @@ export async function pod(
       spec: { containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] },
     },
   });
-  return ref('v1', 'Pod', p.metadata);
+  return refOf('v1', 'Pod', p.metadata);
+}
+
+/**
+ * A Node object (no kubelet behind it) for the enclosing describe block:
+ * created before its tests, deleted after them. Pods name it in spec.nodeName
+ * for a node GC run to read; its Events name its uid.
+ */
+export function nodeObject(c: Clients, prefix: string): { readonly name: string; uid: string } {
+  const node = { name: `${prefix}-${process.pid}-${Date.now().toString(36)}`, uid: '' };
+  beforeAll(async () => {
+    const made = await c.core.createNode({ body: { metadata: { name: node.name } } });
+    node.uid = made.metadata?.uid ?? '';
+  });
+  afterAll(async () => {
+    await c.core.deleteNode({ name: node.name });
+  });
+  return node;
 }
 
 /** Runs `fn(i)` for i in [0, n) with at most `concurrency` in flight. */
@@ -107,6 +125,16 @@ export async function read(c: Clients, r: Ref): Promise<k8s.KubernetesObject | u
 
 export async function isGone(c: Clients, r: Ref): Promise<boolean> {
   return (await read(c, r)) === undefined;
+}
+
+/** Removes every finalizer of a ConfigMap (a test's own, holding it in deletion); one already gone is fine. */
+export async function releaseConfigMap(c: Clients, namespace: string, name: string): Promise<void> {
+  await c.core
+    .patchNamespacedConfigMap(
+      { name, namespace, body: { metadata: { finalizers: null } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    )
+    .catch(() => undefined);
 }
 
 /** Lists the ConfigMaps of a namespace by name (without the root CA ConfigMap every namespace has). */

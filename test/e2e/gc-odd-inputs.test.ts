@@ -1,25 +1,18 @@
-// Shapes the API server accepts that no controller writes (issue 32), against
-// the real kube-apiserver with kubegc as its users run it (a child process, as
-// its real service account). Each test failed on the code before its fix.
+// Shapes and answers the API server allows that no controller produces
+// (issue 32), against the real kube-apiserver with kubegc as its users run it
+// (a child process, as its real service account). Each test failed on the
+// code before its fix.
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
-import { startController, type KubegcProcess } from '../support/kubegc.ts';
+import { admissionWebhook, notFound, type AdmissionRequest } from '../support/admission-webhook.ts';
+import { waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
+import { startController } from '../support/kubegc.ts';
 import { configMap, isGone, ownerRef, read, type Ref } from '../support/objects.ts';
+import { KUBEGC_USER } from '../support/service-account.ts';
 
-let cluster: Cluster;
-let c: Clients;
-let gc: KubegcProcess;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  gc = await startController(cluster);
-});
-
-afterAll(async () => {
-  await gc?.stop();
-});
+const { cluster, c, namespace } = await e2e({ deleteNamespaces: true });
+const gc = await startController(cluster);
+afterFile(() => gc.stop());
 
 const MERGE_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
@@ -28,13 +21,22 @@ async function ownerNames(r: Ref): Promise<string[] | undefined> {
   return obj && (obj.metadata?.ownerReferences ?? []).map((o) => `${o.name}/${o.uid}`);
 }
 
+/** Waits until `r` has no owner references left; fails at once if it is deleted. */
+async function orphaned(r: Ref): Promise<void> {
+  await waitFor(`${r.name} to have no owner references left`, async () => {
+    const names = await ownerNames(r);
+    if (names === undefined) throw new Error(`${r.name} was deleted`);
+    return names.length === 0;
+  });
+}
+
 // Item 1. apimachinery's ValidateOwnerReferences does not check UIDs for
 // duplicates, nor that a reference's name is the name of the object with
 // that UID. kubegc once indexed an update's references by UID and stored
 // [bogus, bogus] for [cm-x, bogus]: with `bogus` known absent, both copies
 // were dangling and it deleted the dependent of a live owner.
 test('two references with one UID, one naming a live owner and one naming nothing known absent: kept, only the reference naming nothing removed', async () => {
-  const ns = await testNamespace(c.core, 'odd-shared-uid');
+  const ns = await namespace('odd-shared-uid');
   const x = await configMap(c, ns, 'cm-x');
   const other = await configMap(c, ns, 'other');
   const dependent = await configMap(c, ns, 'dependent', [ownerRef(other)]);
@@ -62,4 +64,83 @@ test('two references with one UID, one naming a live owner and one naming nothin
   });
   expect(after).toEqual([`cm-x/${x.uid}`]);
   expect(await read(c, x)).toBeDefined();
+});
+
+// Item 3. An admission webhook may deny a write with code 404 and the
+// object's name. kubegc took a 404 on a finalizer PATCH for "gone" and never
+// retried (the finalizer stayed for good), and a 404 on an orphaning PATCH for
+// "the dependent is gone" (it kept its reference and was collected once the
+// owner had gone). A 404 on any write now means "gone" only when a live read agrees.
+const webhookNs = await namespace('odd-404');
+const webhook = await admissionWebhook(c.kc, {
+  name: `kubegc-e2e-odd-404-${process.pid}`,
+  rules: [
+    {
+      operations: ['UPDATE'],
+      apiGroups: [''],
+      apiVersions: ['v1'],
+      resources: ['configmaps'],
+    },
+  ],
+  namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': webhookNs } },
+});
+await configMap(c, webhookNs, 'probe');
+await webhook.untilCalled('the webhook to be called (a dry-run UPDATE)', () =>
+  c.core.patchNamespacedConfigMap(
+    { name: 'probe', namespace: webhookNs, dryRun: 'All', body: { data: { k: 'probe' } } },
+    MERGE_PATCH,
+  ),
+);
+/** kubegc's first UPDATE of the object named `name`, answered 404 naming it. */
+const denyOnce = (name: string) =>
+  webhook.on(
+    (r: AdmissionRequest) => r.userInfo.username === KUBEGC_USER && r.name === name && !r.dryRun,
+    notFound,
+    { times: 1 },
+  );
+
+describe('a write of kubegc answered 404 by an admission webhook', () => {
+  test('the foregroundDeletion finalizer PATCH: retried, the owner goes', async () => {
+    const owner = await configMap(c, webhookNs, 'fg-owner');
+    const dependent = await configMap(c, webhookNs, 'fg-dependent', [
+      ownerRef(owner, { blockOwnerDeletion: true }),
+    ]);
+    const denied = denyOnce(owner.name);
+    await c.core.deleteNamespacedConfigMap({
+      name: owner.name,
+      namespace: webhookNs,
+      propagationPolicy: 'Foreground',
+    });
+    await waitFor('the dependent to be collected', () => isGone(c, dependent));
+    await waitFor('the owner to be gone (its finalizer removed)', () => isGone(c, owner));
+    expect(denied.matched).toBe(1);
+  });
+
+  test('the orphan finalizer PATCH: retried, the owner goes, its dependent orphaned', async () => {
+    const owner = await configMap(c, webhookNs, 'or-owner');
+    const dependent = await configMap(c, webhookNs, 'or-dependent', [ownerRef(owner)]);
+    const denied = denyOnce(owner.name);
+    await c.core.deleteNamespacedConfigMap({
+      name: owner.name,
+      namespace: webhookNs,
+      propagationPolicy: 'Orphan',
+    });
+    await waitFor('the owner to be gone (its finalizer removed)', () => isGone(c, owner));
+    await orphaned(dependent);
+    expect(denied.matched).toBe(1);
+  });
+
+  test("a dependent's orphaning PATCH: retried, the dependent orphaned, not collected", async () => {
+    const owner = await configMap(c, webhookNs, 'or2-owner');
+    const dependent = await configMap(c, webhookNs, 'or2-dependent', [ownerRef(owner)]);
+    const denied = denyOnce(dependent.name);
+    await c.core.deleteNamespacedConfigMap({
+      name: owner.name,
+      namespace: webhookNs,
+      propagationPolicy: 'Orphan',
+    });
+    await waitFor('the owner to be gone (its finalizer removed)', () => isGone(c, owner));
+    await orphaned(dependent);
+    expect(denied.matched).toBe(1);
+  });
 });

@@ -6,53 +6,25 @@
 // named the gone owner. Upstream keeps the nodes and fails to orphan them
 // until the resource is back. The collector runs in this process (as kubegc's
 // service account) so that the test can run discovery rounds when it says.
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
-import { createLogger } from '../../src/log.ts';
 import { AggregatedApi } from '../support/aggregated-api.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
+import { inProcessGc } from '../support/in-process-gc.ts';
 import { configMap, isGone, ownerRef, read } from '../support/objects.ts';
 
 const GROUP = 'agg2.e2e.kubegc.io';
 
-let cluster: Cluster;
-let c: Clients;
-let api: AggregatedApi;
-let client: KubeClient;
-let gc: GarbageCollector;
-let ns: string;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  api = await AggregatedApi.start(cluster, { group: GROUP });
-  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
-    userAgent: 'kubegc-e2e-discovery-flap',
-  });
-  // Discovery runs when the test says so; the Orphan wait warns after 3 s.
-  gc = new GarbageCollector(client, createLogger('warn'), {
-    discoveryPeriodMs: 3_600_000,
-    orphanWatchWaitMs: 3_000,
-  });
-  await gc.start();
+const { cluster, c, namespace } = await e2e({ deleteNamespaces: true });
+// Closed after the collector has stopped (cleanups run last registered first).
+const api = await AggregatedApi.start(cluster, { group: GROUP });
+afterFile(() => api.close());
+// Discovery runs when the test says so (the fixture's default); the Orphan wait warns after 3 s.
+const { gc } = await inProcessGc(cluster, {
+  userAgent: 'kubegc-e2e-discovery-flap',
+  gc: { orphanWatchWaitMs: 3_000 },
 });
 
-afterAll(async () => {
-  await gc?.stop();
-  client?.close();
-  if (ns) await c.core.deleteNamespace({ name: ns }).catch(() => undefined);
-  await api?.close();
-});
-
-async function warnings(name: string): Promise<string[]> {
+async function warnings(ns: string, name: string): Promise<string[]> {
   const list = await c.core.listNamespacedEvent({
     namespace: ns,
     fieldSelector: `involvedObject.name=${name},type=Warning`,
@@ -61,7 +33,7 @@ async function warnings(name: string): Promise<string[]> {
 }
 
 test('an Orphan owner keeps its finalizer while a resource that held its dependent is gone from discovery; the dependent is orphaned, not collected, when it is back', async () => {
-  ns = await testNamespace(c.core, 'discovery-flap');
+  const ns = await namespace('discovery-flap');
   const owner = await configMap(c, ns, 'owner');
   const widget = await api.create(ns, 'widget', { ownerReferences: [ownerRef(owner)] });
   await waitFor('the graph to hold the AggWidget as the ConfigMap dependent', () =>
@@ -81,7 +53,7 @@ test('an Orphan owner keeps its finalizer while a resource that held its depende
     propagationPolicy: 'Orphan',
   });
   await waitFor('kubegc to say the Orphan deletion waits for the resource gone', async () =>
-    (await warnings(owner.name)).includes('OrphanWaitingForResource'),
+    (await warnings(ns, owner.name)).includes('OrphanWaitingForResource'),
   );
   const held = await read(c, owner);
   expect(held?.metadata?.finalizers).toContain('orphan');

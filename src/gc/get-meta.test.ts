@@ -2,10 +2,10 @@
 // real KubeClient against a local HTTP server: the name escaped in the field
 // selector, and an answer that is not "this one object" or "none" refused.
 import http from 'node:http';
-import { listenAndConnect } from '../api/stand-in-server.testing.ts';
 import type { ResourceInfo } from '../api/resources.ts';
 import { ApiError } from '../api/client.ts';
-import { GcApi, refusesFieldSelector } from './operations.ts';
+import { refusesFieldSelector } from './operations.ts';
+import { standInGcApi } from './stand-in-gc-api.testing.ts';
 
 const CLUSTERROLES: ResourceInfo = {
   group: 'rbac.authorization.k8s.io',
@@ -30,16 +30,7 @@ async function serve(body: unknown) {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   });
-  const client = await listenAndConnect(server, { qps: 1000, burst: 1000 });
-  return {
-    api: new GcApi(client),
-    seen,
-    close: async () => {
-      client.close();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
+  return { ...(await standInGcApi(server)), seen };
 }
 
 describe('GcApi.getMeta', () => {
@@ -145,16 +136,7 @@ describe('GcApi.getMeta on a server that refuses field selectors', () => {
       res.writeHead(a.status, { 'content-type': 'application/json' });
       res.end(typeof a.body === 'string' ? a.body : JSON.stringify(a.body));
     });
-    const client = await listenAndConnect(server, { qps: 1000, burst: 1000 });
-    return {
-      api: new GcApi(client),
-      seen,
-      close: async () => {
-        client.close();
-        server.closeAllConnections();
-        await new Promise<void>((r) => server.close(() => r()));
-      },
-    };
+    return { ...(await standInGcApi(server)), seen };
   }
   const base = '/apis/agg.example.io/v1/namespaces/ns/widgets';
 

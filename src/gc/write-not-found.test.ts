@@ -4,18 +4,9 @@
 // finalizer stayed for good. GcApi.removeFinalizer through a real KubeClient
 // against a local HTTP server standing in for the API server.
 import http from 'node:http';
-import { listenAndConnect } from '../api/stand-in-server.testing.ts';
-import type { ResourceInfo } from '../api/resources.ts';
-import { GcApi } from './operations.ts';
-
-const CONFIGMAPS: ResourceInfo = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  kind: 'ConfigMap',
-  namespaced: true,
-  verbs: ['list', 'watch', 'delete', 'patch'],
-};
+import { CONFIGMAPS } from '../graph/graph-fixture.testing.ts';
+import type { GcApi } from './operations.ts';
+import { standInGcApi } from './stand-in-gc-api.testing.ts';
 
 const notFound = (name: string) => ({
   kind: 'Status',
@@ -53,16 +44,7 @@ async function serve(exists: boolean, patch: number[]) {
     const status = patch.shift() ?? 200;
     return json(status, status === 404 ? notFound('owner') : item);
   });
-  const client = await listenAndConnect(server, { qps: 1000, burst: 1000 });
-  return {
-    api: new GcApi(client),
-    seen,
-    close: async () => {
-      client.close();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
+  return { ...(await standInGcApi(server)), seen };
 }
 
 const removeForeground = (api: GcApi) =>

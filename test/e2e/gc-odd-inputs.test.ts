@@ -116,31 +116,23 @@ describe('a write of kubegc answered 404 by an admission webhook', () => {
     expect(denied.matched).toBe(1);
   });
 
-  test('the orphan finalizer PATCH: retried, the owner goes, its dependent orphaned', async () => {
-    const owner = await configMap(c, webhookNs, 'or-owner');
-    const dependent = await configMap(c, webhookNs, 'or-dependent', [ownerRef(owner)]);
-    const denied = denyOnce(owner.name);
-    await c.core.deleteNamespacedConfigMap({
-      name: owner.name,
-      namespace: webhookNs,
-      propagationPolicy: 'Orphan',
-    });
-    await waitFor('the owner to be gone (its finalizer removed)', () => isGone(c, owner));
-    await orphaned(dependent);
-    expect(denied.matched).toBe(1);
-  });
-
-  test("a dependent's orphaning PATCH: retried, the dependent orphaned, not collected", async () => {
-    const owner = await configMap(c, webhookNs, 'or2-owner');
-    const dependent = await configMap(c, webhookNs, 'or2-dependent', [ownerRef(owner)]);
-    const denied = denyOnce(dependent.name);
-    await c.core.deleteNamespacedConfigMap({
-      name: owner.name,
-      namespace: webhookNs,
-      propagationPolicy: 'Orphan',
-    });
-    await waitFor('the owner to be gone (its finalizer removed)', () => isGone(c, owner));
-    await orphaned(dependent);
-    expect(denied.matched).toBe(1);
-  });
+  test.each([
+    ['the orphan finalizer PATCH', 'or', 'owner'],
+    ["a dependent's orphaning PATCH", 'or2', 'dependent'],
+  ] as const)(
+    '%s: retried, the owner goes, its dependent orphaned (not collected)',
+    async (_what, prefix, denied) => {
+      const owner = await configMap(c, webhookNs, `${prefix}-owner`);
+      const dependent = await configMap(c, webhookNs, `${prefix}-dependent`, [ownerRef(owner)]);
+      const rule = denyOnce(denied === 'owner' ? owner.name : dependent.name);
+      await c.core.deleteNamespacedConfigMap({
+        name: owner.name,
+        namespace: webhookNs,
+        propagationPolicy: 'Orphan',
+      });
+      await waitFor('the owner to be gone (its finalizer removed)', () => isGone(c, owner));
+      await orphaned(dependent);
+      expect(rule.matched).toBe(1);
+    },
+  );
 });

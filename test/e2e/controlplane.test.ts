@@ -4,31 +4,14 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
-import {
-  CONTROLLERS_GC_ONLY,
-  startExtraControllerManager,
-  type Cluster,
-} from '../../cluster/controlplane.ts';
-import {
-  clients,
-  e2eCluster,
-  exists,
-  staysTrue,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { CONTROLLERS_GC_ONLY, startExtraControllerManager } from '../../cluster/controlplane.ts';
+import { exists, staysTrue, testNamespace, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
 import { deploymentBody } from '../support/objects.ts';
 
 const execFileAsync = promisify(execFile);
 
-let cluster: Cluster;
-let c: Clients;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
+const { cluster, c } = await e2e();
 
 /** Creates a Deployment and waits until kube-controller-manager made its ReplicaSet and Pods. */
 async function deploymentWithDependents(

@@ -19,18 +19,12 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { isOurs, REPO_ROOT, type Cluster, type ProcessRecord } from '../../cluster/controlplane.ts';
+import { isOurs, REPO_ROOT, type ProcessRecord } from '../../cluster/controlplane.ts';
 import { controllerArgs, kubegcArgv, KUBEGC_DIST_CLI } from '../../cluster/kubegc-command.ts';
 import { ensurePackages } from '../../cluster/packages.ts';
 import { RUN_BY_E2E } from '../support/docs-commands.ts';
-import {
-  clients,
-  e2eCluster,
-  exists,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { exists, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
 import { startContainerd, type TestContainerd } from '../support/containerd.ts';
 import { addresses, runKubegc, type KubegcProcess } from '../support/kubegc.ts';
 import {
@@ -55,8 +49,7 @@ const DOCS_CLUSTER_DIR = path.join(REPO_ROOT, '.cluster-e2e-docs');
 /** A resource the pod's kubegc may not list (its RBAC grants the core group only). */
 const FORBIDDEN_RESOURCE = 'deployments.apps';
 
-let cluster: Cluster;
-let c: Clients;
+const { cluster, c, namespace } = await e2e();
 let tmp: string;
 /** The environment every command runs in (PATH with the control plane's kubectl, KUBECONFIG...). */
 let baseEnv: NodeJS.ProcessEnv;
@@ -279,8 +272,6 @@ async function httpStatus(url: string): Promise<number> {
 let binDir: string;
 
 beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
   ensurePackages(
     [
       { provides: 'jq', pkg: 'jq', why: 'the docs pipe kubegc doctor -o json to jq' },
@@ -382,7 +373,7 @@ test('docs/development.md: npm run cluster -- up, its variants, status, readyz a
 }, 900_000);
 
 test('docs/development.md: npx kubegc controller, and with --dry-run --log-level debug: started, healthy, deciding, stopped cleanly', async () => {
-  const ns = await testNamespace(c.core, 'docs-dev');
+  const ns = await namespace('docs-dev');
   try {
     for (const text of [
       'npx kubegc controller --kubeconfig .cluster/kubeconfig',
@@ -698,7 +689,7 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
   beforeAll(async () => {
     await removeFixtures();
     await applyMetricsReaderRoles(cluster);
-    ns = await testNamespace(c.core, 'docs');
+    ns = await namespace('docs');
     placeholders.NAMESPACE = ns;
 
     // The pod's kubegc: the Deployment's flags, as a service account that may

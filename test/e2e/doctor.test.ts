@@ -12,7 +12,6 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { kubegcArgv } from '../../cluster/kubegc-command.ts';
-import type { Cluster } from '../../cluster/controlplane.ts';
 import { readAuditLog, WRITE_VERBS } from '../../soak/lib/audit.ts';
 import type {
   BlockingCycle,
@@ -23,45 +22,24 @@ import type {
   TerminatingNamespace,
   UnresolvableOwnerKind,
 } from '../../src/doctor/analyze.ts';
-import {
-  clients,
-  e2eCluster,
-  exists,
-  statusOf,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { exists, statusOf, waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
 import { configMap, isGone, ownerRef } from '../support/objects.ts';
 
 const execFileAsync = promisify(execFile);
 const HOLD = 'kubegc.test/hold';
 const APISERVICE = 'v1alpha1.doctor.kubegc.test';
 
-let cluster: Cluster;
-let c: Clients;
-/** Every namespace this file made: the only ones its assertions look at. */
-const mine = new Set<string>();
+/** `mine`: every namespace this file made, the only ones its assertions look at (deleted after the file). */
+const { cluster, c, namespace, namespaces: mine } = await e2e({ deleteNamespaces: true });
 
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
-
-afterAll(async () => {
-  // Always: a broken APIService stops every namespace deletion in the cluster.
+// Before the namespaces go (cleanups run last first): a broken APIService stops every namespace deletion in the cluster.
+afterFile(async () => {
   await c.kc
     .makeApiClient(k8s.ApiregistrationV1Api)
     .deleteAPIService({ name: APISERVICE })
     .catch(() => undefined);
-  for (const ns of mine) await c.core.deleteNamespace({ name: ns }).catch(() => undefined);
 });
-
-async function namespace(prefix: string): Promise<string> {
-  const ns = await testNamespace(c.core, prefix);
-  mine.add(ns);
-  return ns;
-}
 
 interface Run {
   code: number;

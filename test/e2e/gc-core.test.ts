@@ -3,17 +3,9 @@
 // One kubegc process serves the whole file; each test has its own namespace.
 import { randomUUID } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import {
-  clients,
-  e2eCluster,
-  exists,
-  staysTrue,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
-import { startController, type KubegcProcess, type LogLine } from '../support/kubegc.ts';
+import { exists, staysTrue, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { kubegcController, type LogLine } from '../support/kubegc.ts';
 import {
   configMap,
   configMapNames,
@@ -27,9 +19,8 @@ import {
   deploymentBody,
 } from '../support/objects.ts';
 
-let cluster: Cluster;
-let c: Clients;
-let gc: KubegcProcess;
+const { cluster, c, namespace } = await e2e();
+const gc = await kubegcController(cluster);
 
 // Objects that must never be collected, created first so the last test can
 // check them after a full minute of kubegc running.
@@ -39,11 +30,7 @@ let clusterScopedDependent: Ref;
 let keptSince: number;
 
 beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  gc = await startController(cluster);
-
-  unservedNs = await testNamespace(c.core, 'gc-unserved');
+  unservedNs = await namespace('gc-unserved');
   unservedDependent = await configMap(c, unservedNs, 'dependent-of-unserved-kind', [
     ownerRef({ apiVersion: 'example.kubegc.io/v1', kind: 'Widget', name: 'w', uid: randomUUID() }),
   ]);
@@ -66,12 +53,8 @@ beforeAll(async () => {
   keptSince = Date.now();
 });
 
-afterAll(async () => {
-  await gc?.stop();
-});
-
 test('a ConfigMap owner with 200 dependents (ConfigMaps, Secrets, bare Pods): Background delete collects all', async () => {
-  const ns = await testNamespace(c.core, 'gc-fanout');
+  const ns = await namespace('gc-fanout');
   const owner = await configMap(c, ns, 'owner');
   const dependents = await times(200, (i) => {
     const make = [configMap, secret, pod][i % 3] ?? configMap;
@@ -108,7 +91,7 @@ test('a ConfigMap owner with 200 dependents (ConfigMaps, Secrets, bare Pods): Ba
 });
 
 test('a Deployment deleted with Background: its ReplicaSet and Pods are collected', async () => {
-  const ns = await testNamespace(c.core, 'gc-deploy');
+  const ns = await namespace('gc-deploy');
   const d = await c.apps.createNamespacedDeployment({
     namespace: ns,
     body: deploymentBody('web', 3),
@@ -141,7 +124,7 @@ test('a Deployment deleted with Background: its ReplicaSet and Pods are collecte
 });
 
 test('a dependent whose owner UID never existed is deleted', async () => {
-  const ns = await testNamespace(c.core, 'gc-never');
+  const ns = await namespace('gc-never');
   const dep = await configMap(c, ns, 'dep', [
     ownerRef({ apiVersion: 'v1', kind: 'ConfigMap', name: 'ghost', uid: randomUUID() }),
   ]);
@@ -149,7 +132,7 @@ test('a dependent whose owner UID never existed is deleted', async () => {
 });
 
 test('an owner recreated under the same name: dependents of the old UID go, those of the new UID stay', async () => {
-  const ns = await testNamespace(c.core, 'gc-recreate');
+  const ns = await namespace('gc-recreate');
   const first = await configMap(c, ns, 'owner');
   await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
   await waitFor('the first owner to be gone', () => isGone(c, first));
@@ -171,7 +154,7 @@ test('an owner recreated under the same name: dependents of the old UID go, thos
 });
 
 test('a dependent with two owners, one deleted: it survives with only the live owner reference', async () => {
-  const ns = await testNamespace(c.core, 'gc-two-owners');
+  const ns = await namespace('gc-two-owners');
   const a = await configMap(c, ns, 'owner-a');
   const b = await configMap(c, ns, 'owner-b');
   const dep = await configMap(c, ns, 'dep', [
@@ -202,7 +185,7 @@ test('a dependent with two owners, one deleted: it survives with only the live o
 });
 
 test('a cluster-scoped owner (ClusterRole) with namespaced dependents: the cascade works', async () => {
-  const ns = await testNamespace(c.core, 'gc-cluster-owner');
+  const ns = await namespace('gc-cluster-owner');
   const cr = await c.rbac.createClusterRole({
     body: { metadata: { name: `kubegc-e2e-owner-${Date.now()}` } },
   });

@@ -2,16 +2,9 @@
 // ownership with core objects; deleting a CRD; and a broken aggregated
 // APIService that must not stop collection of everything else.
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import {
-  clients,
-  e2eCluster,
-  staysTrue,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
-import { startController, type KubegcProcess } from '../support/kubegc.ts';
+import { staysTrue, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { kubegcController, startController } from '../support/kubegc.ts';
 import { configMap, configMapNames, isGone, ownerRef, type Ref } from '../support/objects.ts';
 
 const GROUP = 'e2e.kubegc.io';
@@ -19,18 +12,12 @@ const PLURAL = `widgets${Date.now().toString(36)}`;
 const KIND = `Widget${Date.now().toString(36)}`;
 const API_VERSION = `${GROUP}/v1`;
 
-let cluster: Cluster;
-let c: Clients;
-let ext: k8s.ApiextensionsV1Api;
-let custom: k8s.CustomObjectsApi;
-let gc: KubegcProcess;
+const { cluster, c, namespace } = await e2e();
+const ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
+const custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
+const gc = await kubegcController(cluster);
 
 beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
-  custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
-  gc = await startController(cluster);
   // The CRD appears while kubegc runs: it must be discovered and watched.
   await ext.createCustomResourceDefinition({
     body: {
@@ -57,10 +44,6 @@ beforeAll(async () => {
     (l) => l.msg === 'started watching' && l.resource === `${PLURAL}.${GROUP}`,
     60_000,
   );
-});
-
-afterAll(async () => {
-  await gc?.stop();
 });
 
 async function widget(ns: string, name: string, owners: k8s.V1OwnerReference[] = []): Promise<Ref> {
@@ -103,7 +86,7 @@ function deleteWidget(ns: string, name: string, propagationPolicy?: string): Pro
 }
 
 test('custom resources cascade with Background, core objects included', async () => {
-  const ns = await testNamespace(c.core, 'cr-cascade');
+  const ns = await namespace('cr-cascade');
   const owner = await widget(ns, 'owner');
   for (let i = 0; i < 3; i++)
     await widget(ns, `dep-${i}`, [ownerRef(owner, { blockOwnerDeletion: true })]);
@@ -116,7 +99,7 @@ test('custom resources cascade with Background, core objects included', async ()
 });
 
 test('custom resources orphaned (JSON merge patch, strategic merge is not supported for them)', async () => {
-  const ns = await testNamespace(c.core, 'cr-orphan');
+  const ns = await namespace('cr-orphan');
   const owner = await widget(ns, 'owner');
   const other = await configMap(c, ns, 'other');
   for (let i = 0; i < 3; i++)
@@ -141,7 +124,7 @@ test('custom resources orphaned (JSON merge patch, strategic merge is not suppor
 });
 
 test('a custom resource owned by a ConfigMap is collected', async () => {
-  const ns = await testNamespace(c.core, 'cr-owned-by-core');
+  const ns = await namespace('cr-owned-by-core');
   const cm = await configMap(c, ns, 'owner');
   await widget(ns, 'dep', [ownerRef(cm)]);
   await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
@@ -150,7 +133,7 @@ test('a custom resource owned by a ConfigMap is collected', async () => {
 
 // Runs before the APIService test, which stops the shared kubegc.
 test('deleting the CRD collects a ConfigMap owned by one of its custom resources', async () => {
-  const ns = await testNamespace(c.core, 'cr-delete-crd');
+  const ns = await namespace('cr-delete-crd');
   const owner = await widget(ns, 'owner');
   const cm = await configMap(c, ns, 'owned-by-widget', [ownerRef(owner)]);
   const keep = await configMap(c, ns, 'unrelated');
@@ -162,7 +145,7 @@ test('deleting the CRD collects a ConfigMap owned by one of its custom resources
 });
 
 test('a broken aggregated APIService does not stop collection, even for a kubegc started after it', async () => {
-  const ns = await testNamespace(c.core, 'cr-broken-apiservice');
+  const ns = await namespace('cr-broken-apiservice');
   const reg = c.kc.makeApiClient(k8s.ApiregistrationV1Api);
   await c.core.createNamespacedService({
     namespace: ns,
@@ -216,7 +199,7 @@ test('a broken aggregated APIService does not stop collection, even for a kubegc
 });
 
 test('a CRD whose conversion webhook is broken does not stop collection of everything else', async () => {
-  const ns = await testNamespace(c.core, 'cr-broken-conversion');
+  const ns = await namespace('cr-broken-conversion');
   await c.core.createNamespacedService({
     namespace: ns,
     body: { metadata: { name: 'nobody' }, spec: { ports: [{ port: 443 }] } },

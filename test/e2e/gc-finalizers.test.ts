@@ -2,17 +2,9 @@
 // and the legacy Orphan defaults, against the real control plane
 // (sections 2-4 of the reference). One kubegc serves the file.
 import type * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import {
-  clients,
-  e2eCluster,
-  recordDeletions,
-  staysTrue,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
-import { startController, type KubegcProcess } from '../support/kubegc.ts';
+import { recordDeletions, staysTrue, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { kubegcController } from '../support/kubegc.ts';
 import {
   configMap,
   collectBlockingCycle,
@@ -28,19 +20,8 @@ import {
 
 const HOLD = 'e2e.kubegc.io/hold';
 
-let cluster: Cluster;
-let c: Clients;
-let gc: KubegcProcess;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  gc = await startController(cluster);
-});
-
-afterAll(async () => {
-  await gc?.stop();
-});
+const { cluster, c, namespace } = await e2e();
+await kubegcController(cluster);
 
 async function heldConfigMap(
   ns: string,
@@ -78,7 +59,7 @@ async function finalizersOf(
 }
 
 test('Foreground: the owner waits (with deletionTimestamp) for its last blocking dependent, then goes', async () => {
-  const ns = await testNamespace(c.core, 'fin-foreground');
+  const ns = await namespace('fin-foreground');
   const rec = await recordDeletions(c.kc, [`/api/v1/namespaces/${ns}/configmaps`]);
   try {
     const owner = await configMap(c, ns, 'owner');
@@ -121,7 +102,7 @@ test('Foreground: the owner waits (with deletionTimestamp) for its last blocking
 });
 
 test('Foreground through three levels: Deployment → ReplicaSet → Pods all go, the Deployment last', async () => {
-  const ns = await testNamespace(c.core, 'fin-three-levels');
+  const ns = await namespace('fin-three-levels');
   const rec = await recordDeletions(c.kc, [
     `/apis/apps/v1/namespaces/${ns}/deployments`,
     `/apis/apps/v1/namespaces/${ns}/replicasets`,
@@ -161,7 +142,7 @@ test('Foreground through three levels: Deployment → ReplicaSet → Pods all go
 });
 
 test('non-blocking references do not hold an owner in foreground deletion', async () => {
-  const ns = await testNamespace(c.core, 'fin-nonblocking');
+  const ns = await namespace('fin-nonblocking');
   const owner = await configMap(c, ns, 'owner');
   await times(5, (i) =>
     configMap(c, ns, `dep-${i}`, [ownerRef(owner, { blockOwnerDeletion: false })]),
@@ -182,7 +163,7 @@ test('non-blocking references do not hold an owner in foreground deletion', asyn
 });
 
 test('Orphan: 100 dependents survive with only that reference removed, and the owner goes', async () => {
-  const ns = await testNamespace(c.core, 'fin-orphan');
+  const ns = await namespace('fin-orphan');
   const owner = await configMap(c, ns, 'owner');
   const other = await configMap(c, ns, 'other');
   await times(100, (i) =>
@@ -221,7 +202,7 @@ test('Orphan: 100 dependents survive with only that reference removed, and the o
 });
 
 test('a dependent with a solid owner and an owner in foreground deletion survives with only the solid reference', async () => {
-  const ns = await testNamespace(c.core, 'fin-solid-waiting');
+  const ns = await namespace('fin-solid-waiting');
   const solid = await configMap(c, ns, 'solid');
   const waiting = await configMap(c, ns, 'waiting');
   await configMap(c, ns, 'dep', [ownerRef(solid), ownerRef(waiting, { blockOwnerDeletion: true })]);
@@ -237,12 +218,12 @@ test('a dependent with a solid owner and an owner in foreground deletion survive
 });
 
 test('a cycle of three blocking references is collected when one member is deleted with Foreground', async () => {
-  const ns = await testNamespace(c.core, 'fin-cycle');
+  const ns = await namespace('fin-cycle');
   await collectBlockingCycle(c, ns);
 });
 
 test('pods in a blocking cycle are collected too', async () => {
-  const ns = await testNamespace(c.core, 'fin-pod-cycle');
+  const ns = await namespace('fin-pod-cycle');
   const p1 = await pod(c, ns, 'p1');
   const p2 = await pod(c, ns, 'p2', [ownerRef(p1, { blockOwnerDeletion: true })]);
   const p3 = await pod(c, ns, 'p3', [ownerRef(p2, { blockOwnerDeletion: true })]);
@@ -266,7 +247,7 @@ test('pods in a blocking cycle are collected too', async () => {
 });
 
 test('repeated Foreground deletes of an object with another finalizer never leave foregroundDeletion behind', async () => {
-  const ns = await testNamespace(c.core, 'fin-double');
+  const ns = await namespace('fin-double');
   await heldConfigMap(ns, 'x', []);
   for (let round = 1; round <= 2; round++) {
     await c.core.deleteNamespacedConfigMap({
@@ -290,8 +271,8 @@ test('repeated Foreground deletes of an object with another finalizer never leav
 });
 
 test('an invalid cross-namespace reference counts as absent (with an OwnerRefInvalidNamespace event); a same-namespace one is kept', async () => {
-  const nsOwner = await testNamespace(c.core, 'fin-xns-owner');
-  const ns = await testNamespace(c.core, 'fin-xns');
+  const nsOwner = await namespace('fin-xns-owner');
+  const ns = await namespace('fin-xns');
   const elsewhere = await configMap(c, nsOwner, 'owner');
   const here = await configMap(c, ns, 'owner-here');
   const invalid = await configMap(c, ns, 'invalid', [ownerRef(elsewhere)]);
@@ -314,7 +295,7 @@ test('an invalid cross-namespace reference counts as absent (with an OwnerRefInv
 });
 
 test('ReplicationController and Job deleted without a policy orphan their Pods', async () => {
-  const ns = await testNamespace(c.core, 'fin-legacy');
+  const ns = await namespace('fin-legacy');
   const labels = { app: 'legacy' };
   const rc = await c.core.createNamespacedReplicationController({
     namespace: ns,
@@ -373,7 +354,7 @@ test('ReplicationController and Job deleted without a policy orphan their Pods',
 });
 
 test('CronJob → Job → Pods deleted with Background: all collected', async () => {
-  const ns = await testNamespace(c.core, 'fin-cronjob');
+  const ns = await namespace('fin-cronjob');
   const batch = c.kc.makeApiClient((await import('@kubernetes/client-node')).BatchV1Api);
   const template = {
     spec: {

@@ -2,15 +2,9 @@
 // it, a SIGKILL in the middle of a cascade, an apiserver restart under it,
 // and --dry-run. Each test starts (and stops) its own kubegc process.
 import { randomUUID } from 'node:crypto';
-import { restartApiServer, type Cluster } from '../../cluster/controlplane.ts';
-import {
-  clients,
-  e2eCluster,
-  staysTrue,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { restartApiServer } from '../../cluster/controlplane.ts';
+import { staysTrue, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
 import { startController, type KubegcProcess } from '../support/kubegc.ts';
 import {
   configMap,
@@ -21,14 +15,8 @@ import {
   type Ref,
 } from '../support/objects.ts';
 
-let cluster: Cluster;
-let c: Clients;
+const { cluster, c, namespace } = await e2e();
 let gc: KubegcProcess | undefined;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
 
 afterEach(async () => {
   await gc?.stop();
@@ -49,7 +37,7 @@ async function resourceVersions(
 }
 
 test('orphans that exist before kubegc starts are collected after its initial sync', async () => {
-  const ns = await testNamespace(c.core, 'life-preexisting');
+  const ns = await namespace('life-preexisting');
   const owner = await configMap(c, ns, 'owner');
   await times(20, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));
   await configMap(c, ns, 'dep-of-nothing', [
@@ -71,7 +59,7 @@ test('orphans that exist before kubegc starts are collected after its initial sy
 });
 
 test('kubegc SIGKILLed while collecting 1,000 dependents and started again: all collected, live-owned objects untouched', async () => {
-  const ns = await testNamespace(c.core, 'life-sigkill');
+  const ns = await namespace('life-sigkill');
   const doomed = await configMap(c, ns, 'doomed-owner');
   const living = await configMap(c, ns, 'living-owner');
   await times(1000, (i) => configMap(c, ns, `doomed-${i}`, [ownerRef(doomed)]), 40);
@@ -116,7 +104,7 @@ test('kubegc SIGKILLed while collecting 1,000 dependents and started again: all 
 });
 
 test('kube-apiserver restarted under a running kubegc: watches resume and later orphans are collected', async () => {
-  const ns = await testNamespace(c.core, 'life-apiserver');
+  const ns = await namespace('life-apiserver');
   gc = await startController(cluster);
   const pid = gc.child.pid;
   await restartApiServer(cluster);
@@ -146,7 +134,7 @@ test('kube-apiserver restarted under a running kubegc: watches resume and later 
 });
 
 test('--dry-run decides and logs but patches and deletes nothing', async () => {
-  const ns = await testNamespace(c.core, 'life-dry-run');
+  const ns = await namespace('life-dry-run');
   const owner = await configMap(c, ns, 'owner');
   const other = await configMap(c, ns, 'other-owner');
   const deps = await times(10, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));

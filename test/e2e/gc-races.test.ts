@@ -9,7 +9,7 @@ import type { InterceptedRequest } from '../../src/api/client.ts';
 import type { GraphEvent } from '../../src/graph/propagator.ts';
 import { exists, statusOf, waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
-import { inProcessGc } from '../support/in-process-gc.ts';
+import { heldChain, inProcessGc } from '../support/in-process-gc.ts';
 import {
   configMap,
   isGone,
@@ -45,45 +45,6 @@ async function adopt(ns: string, name: string, owner: Ref): Promise<void> {
   await c.core.replaceNamespacedConfigMap({ name, namespace: ns, body: cm });
 }
 
-const HOLD = 'e2e.kubegc.io/hold';
-
-/**
- * A -> X -> Y -> Z, every reference blocking. Y is in foreground deletion and
- * held there by Z (a finalizer of the test's own), so when A is deleted in
- * the foreground, X is an object with a waiting owner and a dependent that is
- * deleting its dependents: kubegc breaks the cycle (unblock X's references,
- * then DELETE X Foreground).
- */
-async function cycle(ns: string): Promise<{ a: Ref; b: Ref; x: Ref }> {
-  const a = await configMap(c, ns, 'a');
-  const b = await configMap(c, ns, 'b');
-  const x = await configMap(c, ns, 'x', [ownerRef(a, { blockOwnerDeletion: true })]);
-  const y = await configMap(c, ns, 'y', [ownerRef(x, { blockOwnerDeletion: true })]);
-  const zObj = await c.core.createNamespacedConfigMap({
-    namespace: ns,
-    body: {
-      metadata: {
-        name: 'z',
-        finalizers: [HOLD],
-        ownerReferences: [ownerRef(y, { blockOwnerDeletion: true })],
-      },
-    },
-  });
-  const z: Ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'z', uid: zObj.metadata?.uid ?? '' };
-  await observed(a, b, x, y, z);
-  await c.core.deleteNamespacedConfigMap({
-    name: 'y',
-    namespace: ns,
-    body: { propagationPolicy: 'Foreground' },
-  });
-  await waitFor('Y deleting its dependents and Z held in deletion', () =>
-    Promise.resolve(
-      gc.graph.get(y.uid)?.deletingDependents === true && gc.graph.get(z.uid)?.beingDeleted,
-    ),
-  );
-  return { a, b, x };
-}
-
 /** The collector has decided X again: it dropped A, or it started deleting X. */
 async function xDecided(x: Ref, a: Ref): Promise<k8s.KubernetesObject | undefined> {
   return waitFor('kubegc to decide X', async () => {
@@ -110,7 +71,9 @@ describe('item 1: the cycle breaker', () => {
     'a live owner added $when (409): X is decided again and kept',
     async ({ method, isTheWrite }) => {
       const ns = await namespace(`race-unblock-${method.toLowerCase()}`);
-      const { a, b, x } = await cycle(ns);
+      const b = await configMap(c, ns, 'b');
+      await observed(b);
+      const { a, x } = await heldChain(c, g, ns);
       let raced = false;
       g.intercept = async (r) => {
         if (raced || r.method !== method || !r.path.endsWith(`/namespaces/${ns}/configmaps/x`))

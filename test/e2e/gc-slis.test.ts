@@ -9,11 +9,11 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { kubegcArgv } from '../../cluster/kubegc-command.ts';
-import type { Cluster } from '../../cluster/controlplane.ts';
 import { KubeClient, loadKubeConfig } from '../../src/api/client.ts';
 import { discover } from '../../src/api/discovery.ts';
 import type { Report, StuckDeletion } from '../../src/doctor/analyze.ts';
-import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import { waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
 import {
   applyMetricsReaderRoles,
   deleteBindings,
@@ -30,26 +30,13 @@ import {
   times,
 } from '../support/objects.ts';
 import { mintServiceAccountKubeconfig } from '../support/service-account.ts';
-import { addresses, startController, type KubegcProcess } from '../support/kubegc.ts';
+import { addresses, kubegcController, type KubegcProcess } from '../support/kubegc.ts';
 
-let cluster: Cluster;
-let c: Clients;
-let readerNs: string;
-let readerToken: string;
-const cleanups: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  await applyMetricsReaderRoles(cluster);
-  readerNs = await testNamespace(c.core, 'slis-reader');
-  readerToken = await serviceAccountToken(c, readerNs, 'scraper', ['kubegc-metrics-reader']);
-});
-
-afterAll(async () => {
-  for (const f of cleanups.reverse()) await f().catch(() => undefined);
-  await deleteBindings(c, readerNs);
-});
+const { cluster, c, namespace } = await e2e();
+await applyMetricsReaderRoles(cluster);
+const readerNs = await namespace('slis-reader');
+afterFile(() => deleteBindings(c, readerNs));
+const readerToken = await serviceAccountToken(c, readerNs, 'scraper', ['kubegc-metrics-reader']);
 
 // ---- reading /metrics --------------------------------------------------------
 
@@ -153,10 +140,10 @@ async function restrictedKubeconfig(
   ];
   const role = `${ns}-${name}`;
   await c.rbac.createClusterRole({ body: { metadata: { name: role }, rules: rules(false) } });
-  cleanups.push(async () => {
+  afterFile(async () => {
     await c.rbac.deleteClusterRole({ name: role });
   });
-  cleanups.push(() => deleteBindings(c, ns));
+  afterFile(() => deleteBindings(c, ns));
   await serviceAccountToken(c, ns, name, [role, 'system:auth-delegator']);
   const kubeconfig = await mintServiceAccountKubeconfig(cluster, { namespace: ns, name });
   return {
@@ -173,9 +160,8 @@ async function restrictedKubeconfig(
 // ---- tests -------------------------------------------------------------------
 
 test('collection lag during a cascade: one observation per object collected, nothing left pending', async () => {
-  const ns = await testNamespace(c.core, 'slis-lag');
-  const gc = await startController(cluster);
-  cleanups.push(() => gc.stop());
+  const ns = await namespace('slis-lag');
+  const gc = await kubegcController(cluster);
   const before = await scrape(gc);
   const deleted = (m: typeof before): number => m('kubegc_deletions_total', { dry_run: 'false' });
   const lagCount = (m: typeof before): number => m('kubegc_collection_lag_seconds_count');
@@ -214,9 +200,8 @@ test('collection lag during a cascade: one observation per object collected, not
 });
 
 test('a Foreground owner held by a blocking dependent with a foreign finalizer: the gauge by reason, one DeletionBlocked event naming the dependent and its finalizer, cleared when the finalizer goes', async () => {
-  const ns = await testNamespace(c.core, 'slis-held');
-  const gc = await startController(cluster, ['--blocked-deletion-event-after', '5s']);
-  cleanups.push(() => gc.stop());
+  const ns = await namespace('slis-held');
+  const gc = await kubegcController(cluster, ['--blocked-deletion-event-after', '5s']);
   const owner = await configMap(c, ns, 'owner');
   const held = await c.core.createNamespacedConfigMap({
     namespace: ns,
@@ -228,12 +213,15 @@ test('a Foreground owner held by a blocking dependent with a foreign finalizer: 
       },
     },
   });
-  cleanups.push(async () => {
-    await c.core.patchNamespacedConfigMap({
-      namespace: ns,
-      name: 'held',
-      body: [{ op: 'remove', path: '/metadata/finalizers' }],
-    });
+  // The test removes the finalizer itself when it passes.
+  afterFile(async () => {
+    await c.core
+      .patchNamespacedConfigMap({
+        namespace: ns,
+        name: 'held',
+        body: [{ op: 'remove', path: '/metadata/finalizers' }],
+      })
+      .catch(() => undefined);
   });
   await c.core.deleteNamespacedConfigMap({
     namespace: ns,
@@ -277,12 +265,11 @@ test('a Foreground owner held by a blocking dependent with a foreign finalizer: 
 });
 
 test('a blocking dependent whose delete RBAC refuses: dependent-undeletable with the 403 named, cleared when the dependent is deleted by hand', async () => {
-  const ns = await testNamespace(c.core, 'slis-rbac');
+  const ns = await namespace('slis-rbac');
   const sa = await restrictedKubeconfig(ns, 'gc-nodelete', ['delete']);
-  const gc = await startController(cluster, ['--blocked-deletion-event-after', '5s'], {
+  const gc = await kubegcController(cluster, ['--blocked-deletion-event-after', '5s'], {
     kubeconfig: sa.kubeconfig, // kubegc's permissions minus delete on secrets
   });
-  cleanups.push(() => gc.stop());
   const owner = await configMap(c, ns, 'owner');
   const dep = await secret(c, ns, 'dep', [ownerRef(owner, { blockOwnerDeletion: true })]);
   await c.core.deleteNamespacedConfigMap({
@@ -317,14 +304,13 @@ test('a blocking dependent whose delete RBAC refuses: dependent-undeletable with
 });
 
 test('an Orphan deletion held while RBAC refuses the watch of secrets: orphan-waiting-for-watches naming them, cleared once the watch is allowed', async () => {
-  const ns = await testNamespace(c.core, 'slis-orphan');
+  const ns = await namespace('slis-orphan');
   const sa = await restrictedKubeconfig(ns, 'gc-nowatch', ['list', 'watch']);
-  const gc = await startController(
+  const gc = await kubegcController(
     cluster,
     ['--blocked-deletion-event-after', '5s', '--orphan-watch-timeout', '10m'],
     { kubeconfig: sa.kubeconfig }, // kubegc's permissions minus list and watch on secrets
   );
-  cleanups.push(() => gc.stop());
   const owner = await configMap(c, ns, 'owner');
   const dep = await configMap(c, ns, 'dep', [ownerRef(owner)]);
   await c.core.deleteNamespacedConfigMap({

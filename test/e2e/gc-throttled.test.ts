@@ -13,11 +13,11 @@
 import * as k8s from '@kubernetes/client-node';
 import { grantClusterAdmin, userKubeconfig } from '../../cluster/controlplane.ts';
 import type { InterceptedRequest } from '../../src/api/client.ts';
-import { admissionWebhook, hold } from '../support/admission-webhook.ts';
+import { admissionWebhook, coreRule, hold } from '../support/admission-webhook.ts';
 import { liftSqueeze, squeeze, squeezeInEffect } from '../support/apf.ts';
 import { statusOf, waitFor } from '../support/cluster.ts';
 import { afterFile, e2e } from '../support/e2e.ts';
-import { e2eLogger, inProcessGc } from '../support/in-process-gc.ts';
+import { e2eLogger, heldChain, inProcessGc } from '../support/in-process-gc.ts';
 import { configMap, isGone, ownerRef, read, releaseConfigMap } from '../support/objects.ts';
 import { KUBEGC_SERVICE_ACCOUNT } from '../support/service-account.ts';
 
@@ -45,20 +45,11 @@ const g = await inProcessGc(cluster, {
     },
   },
 });
-const { gc } = g;
 /** Holds the seat holder's DELETE (the webhook sees only objects labelled HOLD_LABEL). */
 const webhook = await admissionWebhook(c.kc, {
   name: SQUEEZE,
   webhook: 'hold-seat.e2e.kubegc.io',
-  rules: [
-    {
-      operations: ['DELETE'],
-      apiGroups: [''],
-      apiVersions: ['v1'],
-      resources: ['configmaps'],
-      scope: 'Namespaced',
-    },
-  ],
+  rules: [coreRule(['DELETE'])],
   objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
 });
 afterFile(() => allowDeletes());
@@ -179,33 +170,8 @@ async function holdSeat(ns: string): Promise<void> {
 // Foreground DELETE followed at once. This test failed on the code before the fix.
 test("the cycle breaker's unblock PATCH answered 429, the owner switched to Orphan during the wait: X is orphaned, not deleted", async () => {
   const ns = await namespace('throttled-unblock');
-  const HOLD = 'e2e.kubegc.io/hold';
   // A -> X -> Y -> Z, every reference blocking; Y in foreground deletion, held there by Z.
-  const a = await configMap(c, ns, 'a');
-  const x = await configMap(c, ns, 'x', [ownerRef(a, { blockOwnerDeletion: true })]);
-  const y = await configMap(c, ns, 'y', [ownerRef(x, { blockOwnerDeletion: true })]);
-  const zObj = await c.core.createNamespacedConfigMap({
-    namespace: ns,
-    body: {
-      metadata: {
-        name: 'z',
-        finalizers: [HOLD],
-        ownerReferences: [ownerRef(y, { blockOwnerDeletion: true })],
-      },
-    },
-  });
-  const zUid = zObj.metadata?.uid ?? '';
-  await g.observed(a, x, y, { uid: zUid });
-  await c.core.deleteNamespacedConfigMap({
-    name: 'y',
-    namespace: ns,
-    body: { propagationPolicy: 'Foreground' },
-  });
-  await waitFor('Y deleting its dependents and Z held in deletion', () =>
-    Promise.resolve(
-      gc.graph.get(y.uid)?.deletingDependents === true && gc.graph.get(zUid)?.beingDeleted,
-    ),
-  );
+  const { a, x } = await heldChain(c, g, ns);
   await holdSeat(ns);
   await rejectDeletes(['delete', 'patch']);
   let held: Promise<unknown> | undefined;

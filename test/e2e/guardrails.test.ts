@@ -5,18 +5,11 @@
 // policy refuses (with a 403 naming it) and what it lets through. And kubegc
 // under an RBAC that denies it one resource: it says so with a Warning event,
 // keeps running, and collects everything else.
-import http from 'node:http';
 import * as k8s from '@kubernetes/client-node';
-import type { Cluster } from '../../cluster/controlplane.ts';
 import { readAuditLog } from '../../soak/lib/audit.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { httpGet } from '../support/http.ts';
 import { addresses, startController, type KubegcProcess } from '../support/kubegc.ts';
 import {
   configMap,
@@ -43,8 +36,7 @@ const SUFFIX = Date.now().toString(36);
 const PLURAL = `gadgets${SUFFIX}`;
 const KIND = `Gadget${SUFFIX}`;
 
-let cluster: Cluster;
-let c: Clients;
+const { cluster, c, namespace } = await e2e();
 let ext: k8s.ApiextensionsV1Api;
 let custom: k8s.CustomObjectsApi;
 let gc: KubegcProcess;
@@ -114,8 +106,6 @@ async function readCustom(
 }
 
 beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
   ext = c.kc.makeApiClient(k8s.ApiextensionsV1Api);
   custom = c.kc.makeApiClient(k8s.CustomObjectsApi);
 });
@@ -139,7 +129,7 @@ describe('kubegc as its service account, under the guardrails', () => {
   });
 
   test('under the guardrails, kubegc completes Background, Orphan and Foreground cascades', async () => {
-    const ns = await testNamespace(c.core, 'guard-cascade');
+    const ns = await namespace('guard-cascade');
     collected.push(ns);
     // Background: a ConfigMap owning a ConfigMap, a Secret and a Pod.
     const bg = await configMap(c, ns, 'bg');
@@ -218,7 +208,7 @@ describe('kubegc as its service account, under the guardrails', () => {
   });
 
   test('under the guardrails, custom resources cascade with Foreground and Orphan', async () => {
-    const ns = await testNamespace(c.core, 'guard-cr');
+    const ns = await namespace('guard-cr');
     collected.push(ns);
     // Foreground: kubegc deletes the blocking dependents, then removes the
     // owner's foregroundDeletion finalizer (a JSON merge patch on a custom resource).
@@ -268,7 +258,7 @@ describe('kubegc as its service account, under the guardrails', () => {
   });
 
   test('under the guardrails, a cycle of three blocking references is collected', async () => {
-    const ns = await testNamespace(c.core, 'guard-cycle');
+    const ns = await namespace('guard-cycle');
     collected.push(ns);
     // kubegc unblocks a reference (a PATCH of blockOwnerDeletion) to break it.
     await collectBlockingCycle(c, ns);
@@ -313,7 +303,7 @@ describe("kubegc's token, directly", () => {
   let asKubegc: { core: k8s.CoreV1Api; apps: k8s.AppsV1Api };
 
   beforeAll(async () => {
-    ns = await testNamespace(c.core, 'guard-token');
+    ns = await namespace('guard-token');
     const kc = await kubegcKubeConfig(cluster);
     asKubegc = { core: kc.makeApiClient(k8s.CoreV1Api), apps: kc.makeApiClient(k8s.AppsV1Api) };
   });
@@ -535,17 +525,6 @@ describe("kubegc's token, directly", () => {
   });
 });
 
-function get(base: string, path: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    http
-      .get(`http://${base}${path}`, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      })
-      .on('error', reject);
-  });
-}
-
 /**
  * Runs `test` against kubegc as a service account of its own (in a new
  * namespace), bound to deploy/controller/rbac.yaml's ClusterRole as applied
@@ -560,7 +539,7 @@ async function withLimitedKubegc(
   test: (proc: KubegcProcess, ns: string, user: string) => Promise<void>,
 ): Promise<void> {
   const { group, plural, kind } = crdNames;
-  const ns = await testNamespace(c.core, prefix);
+  const ns = await namespace(prefix);
   const sa = { namespace: ns, name: 'kubegc-limited' };
   const role = `kubegc-limited-${ns}`;
   let limited: KubegcProcess | undefined;
@@ -650,7 +629,7 @@ describe('kubegc under an RBAC that denies it one resource', () => {
         // Still running, still live, and still collecting everything else.
         expect(proc.child.exitCode).toBeNull();
         expect(proc.child.signalCode).toBeNull();
-        expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+        expect((await httpGet(addresses(proc).health, '/healthz')).status).toBe(200);
         const owner2 = await configMap(c, ns, 'owner-2');
         const later = [
           await configMap(c, ns, 'later-cm', [ownerRef(owner2)]),
@@ -660,7 +639,7 @@ describe('kubegc under an RBAC that denies it one resource', () => {
         for (const r of later)
           await waitFor(`${r.kind} ${r.name} to be collected`, () => isGone(c, r));
         expect(proc.child.exitCode).toBeNull();
-        expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+        expect((await httpGet(addresses(proc).health, '/healthz')).status).toBe(200);
       },
     );
   });
@@ -706,7 +685,7 @@ describe('kubegc under an RBAC that denies it one resource', () => {
         await c.core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
         await waitFor('the dependent to be collected', () => isGone(c, dep));
         expect(proc.child.exitCode).toBeNull();
-        expect(await get(addresses(proc).health, '/healthz')).toBe(200);
+        expect((await httpGet(addresses(proc).health, '/healthz')).status).toBe(200);
       },
     );
   });

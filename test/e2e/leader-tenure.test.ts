@@ -25,7 +25,7 @@ import {
 } from '../../soak/lib/tenure.ts';
 import { KubeClient } from '../../src/api/client.ts';
 import { LeaderElector } from '../../src/leader/lease.ts';
-import { hold, startAdmissionWebhook } from '../support/admission-webhook.ts';
+import { coreRule, hold, startAdmissionWebhook } from '../support/admission-webhook.ts';
 import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
 import { e2eLogger, startInProcessGc } from '../support/in-process-gc.ts';
@@ -51,6 +51,42 @@ function identityOf(p: KubegcProcess): string {
   if (typeof l?.identity !== 'string') throw new Error('kubegc did not log its identity');
   return l.identity;
 }
+
+/** The audit event of replica `identity` releasing `lease` (an update that empties its holder). */
+const releaseOf =
+  (lease: { namespace: string; name: string }, identity: string) =>
+  (e: AuditEvent): boolean =>
+    e.verb === 'update' &&
+    e.objectRef?.resource === 'leases' &&
+    e.objectRef.namespace === lease.namespace &&
+    e.objectRef.name === lease.name &&
+    kubegcIdentityFromUserAgent(e.userAgent) === identity &&
+    (e.requestObject as { spec?: { holderIdentity?: string } } | undefined)?.spec
+      ?.holderIdentity === '';
+
+/** The whole audit log, once it holds an event `last` picks (30 s at most). */
+function auditLogWith(
+  what: string,
+  auditLog: string,
+  last: (e: AuditEvent) => boolean,
+): Promise<AuditEvent[]> {
+  return waitFor(
+    `${what} in the audit log`,
+    async () => {
+      const all = await readAuditLog(auditLog);
+      return all.some(last) ? all : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+}
+
+/** The kubegc identity of an audit event's User-Agent, if it is one of `ids`. */
+const identityIn =
+  (...ids: string[]) =>
+  (e: AuditEvent): string | undefined => {
+    const id = kubegcIdentityFromUserAgent(e.userAgent);
+    return id !== undefined && ids.includes(id) ? id : undefined;
+  };
 
 const deletedIn =
   (ns: string) =>
@@ -140,26 +176,9 @@ test('a leader frozen past its lease writes nothing after it resumes, and SIGTER
     expect(await waitForExit(standby, 'replica B to exit after SIGTERM')).toBe(0);
     expect(standby.lines.some((l) => l.msg === 'released the leader lease')).toBe(true);
 
-    const isRelease = (e: AuditEvent): boolean =>
-      e.verb === 'update' &&
-      e.objectRef?.resource === 'leases' &&
-      e.objectRef.namespace === lease.namespace &&
-      e.objectRef.name === lease.name &&
-      kubegcIdentityFromUserAgent(e.userAgent) === idB &&
-      (e.requestObject as { spec?: { holderIdentity?: string } } | undefined)?.spec
-        ?.holderIdentity === '';
-    const events = await waitFor(
-      "B's release in the audit log",
-      async () => {
-        const all = await readAuditLog(auditLog);
-        return all.some(isRelease) ? all : undefined;
-      },
-      { timeoutMs: 30_000 },
-    );
-    const ours = (e: AuditEvent): string | undefined => {
-      const id = kubegcIdentityFromUserAgent(e.userAgent);
-      return id === idA || id === idB ? id : undefined;
-    };
+    const isRelease = releaseOf(lease, idB);
+    const events = await auditLogWith("B's release", auditLog, isRelease);
+    const ours = identityIn(idA, idB);
     const tenures = leaseTenures(events, lease);
     expect(tenures.map((t) => t.identity)).toEqual([idA, idB]);
     const gcWrites = (id: string): AuditEvent[] =>
@@ -280,15 +299,7 @@ test('a leader whose DELETE is held by an admission webhook while its renewals f
   const webhook = await startAdmissionWebhook(c.kc, {
     name: `kubegc-e2e-hold-deletes-${ns}`.slice(0, 63),
     webhook: 'hold-delete.e2e.kubegc.io',
-    rules: [
-      {
-        operations: ['DELETE'],
-        apiGroups: [''],
-        apiVersions: ['v1'],
-        resources: ['configmaps'],
-        scope: 'Namespaced',
-      },
-    ],
+    rules: [coreRule(['DELETE'])],
     namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
     objectSelector: { matchLabels: { [HOLD_LABEL]: 'true' } },
     // A cancelled admission call fails the DELETE: it never takes effect.
@@ -368,26 +379,8 @@ test('a leader whose DELETE is held by an admission webhook while its renewals f
     const idA = a.identity;
     const idB = b.identity;
 
-    const isReleaseByB = (e: AuditEvent): boolean =>
-      e.verb === 'update' &&
-      e.objectRef?.resource === 'leases' &&
-      e.objectRef.namespace === lease.namespace &&
-      e.objectRef.name === lease.name &&
-      kubegcIdentityFromUserAgent(e.userAgent) === idB &&
-      (e.requestObject as { spec?: { holderIdentity?: string } } | undefined)?.spec
-        ?.holderIdentity === '';
-    const events = await waitFor(
-      "B's release in the audit log",
-      async () => {
-        const all = await readAuditLog(auditLog);
-        return all.some(isReleaseByB) ? all : undefined;
-      },
-      { timeoutMs: 30_000 },
-    );
-    const ours = (e: AuditEvent): string | undefined => {
-      const id = kubegcIdentityFromUserAgent(e.userAgent);
-      return id === idA || id === idB ? id : undefined;
-    };
+    const events = await auditLogWith("B's release", auditLog, releaseOf(lease, idB));
+    const ours = identityIn(idA, idB);
     const gcWrites = (id: string): AuditEvent[] =>
       events.filter(
         (e) =>

@@ -6,27 +6,14 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { legacyLogSymlinkName } from '../../src/node/container-gc-policy.ts';
-import { clients, e2eCluster, testNamespace, type Clients } from '../support/cluster.ts';
-import {
-  startContainerd,
-  type PodSandboxHandle,
-  type TestContainerd,
-} from '../support/containerd.ts';
+import { testNamespace } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { nodeObject } from '../support/objects.ts';
+import { fileContainerd, type PodSandboxHandle } from '../support/containerd.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
 
-let h: TestContainerd;
-
-beforeAll(async () => {
-  h = await startContainerd({ sizeMiB: 128 });
-});
-
-afterAll(async () => {
-  await h?.teardown();
-});
-
-beforeEach(async () => {
-  await h.reset();
-});
+const { cluster, c } = await e2e();
+const h = await fileContainerd({ sizeMiB: 128, resetBeforeEach: true });
 
 /** `count` dead containers of one (pod, container name), oldest first. */
 async function deadContainers(
@@ -136,21 +123,9 @@ test('global cap: an equal share per (pod, container) first, then the oldest', a
 });
 
 describe('with API access', () => {
-  let c: Clients;
-  let nodeName: string;
-
-  beforeAll(async () => {
-    c = clients(await e2eCluster());
-    nodeName = `kubegc-e2e-${process.pid}-${Date.now().toString(36)}`;
-    await c.core.createNode({ body: { metadata: { name: nodeName } } });
-  });
-
-  afterAll(async () => {
-    await c.core.deleteNode({ name: nodeName });
-  });
+  const { name: nodeName } = nodeObject(c, 'kubegc-e2e');
 
   test('containers, sandboxes and log directories of pods deleted from the API are removed; live pods keep their newest', async () => {
-    const cluster = await e2eCluster();
     const namespace = await testNamespace(c.core, 'node-gc');
     const livePod = await c.core.createNamespacedPod({
       namespace,

@@ -5,29 +5,19 @@
 // state file across restarts, and --dry-run.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type * as k8s from '@kubernetes/client-node';
 import { usagePercent } from '../../src/node/image-gc-policy.ts';
-import { clients, e2eCluster, waitFor, type Clients } from '../support/cluster.ts';
-import { startContainerd, type TestContainerd } from '../support/containerd.ts';
+import { waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
+import { nodeObject } from '../support/objects.ts';
+import { fileContainerd } from '../support/containerd.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
 import { randomLayer, type BuiltImage } from '../../cluster/oci-image.ts';
 
 const MiB = 1024 * 1024;
 const HOUR = 3_600_000;
 
-let h: TestContainerd;
-
-beforeAll(async () => {
-  h = await startContainerd({ sizeMiB: 256 });
-});
-
-afterAll(async () => {
-  await h?.teardown();
-});
-
-beforeEach(async () => {
-  await h.reset();
-});
+const { cluster, c } = await e2e();
+const h = await fileContainerd({ sizeMiB: 256, resetBeforeEach: true });
 
 /** A state file as kubegc writes it: image ID → first detected / last used. */
 function writeState(
@@ -189,26 +179,12 @@ test('--max-removals-per-run caps the removals of one pass; the rest is a report
 });
 
 describe('with API access', () => {
-  let c: Clients;
-  let node: k8s.V1Node;
-
-  beforeAll(async () => {
-    const cluster = await e2eCluster();
-    c = clients(cluster);
-    node = await c.core.createNode({
-      body: { metadata: { name: `kubegc-e2e-${process.pid}-${Date.now().toString(36)}` } },
-    });
-  });
-
-  afterAll(async () => {
-    if (node?.metadata?.name) await c.core.deleteNode({ name: node.metadata.name });
-  });
+  const node = nodeObject(c, 'kubegc-e2e');
 
   test('images younger than the minimum age survive above the threshold; the shortfall is reported (exit code 3, log line, FreeDiskSpaceFailed event on the Node)', async () => {
     const young = await h.importImages(unusedImages('young', 4, 8 * MiB));
     const usage = usagePercent(await h.fs());
-    const cluster = await e2eCluster();
-    const nodeName = node.metadata?.name ?? '';
+    const nodeName = node.name;
 
     const run = await runNodeOnce(h, [
       '--kubeconfig',
@@ -245,7 +221,7 @@ describe('with API access', () => {
           e.regarding.name === nodeName,
       );
     });
-    expect(event.regarding?.uid).toBe(node.metadata?.uid);
+    expect(event.regarding?.uid).toBe(node.uid);
     expect(event.note).toMatch(
       /wanted to free \d+ bytes, but freed 0 bytes .*4 unused images are younger than --image-minimum-gc-age/,
     );

@@ -6,27 +6,16 @@
 // image; and under pressure the dead containers of a pod that has terminated,
 // whose Pod still exists in the API, go beyond the per-container cap.
 import { existsSync } from 'node:fs';
-import type * as k8s from '@kubernetes/client-node';
-import { clients, e2eCluster, type Clients } from '../support/cluster.ts';
-import { startContainerd, type TestContainerd } from '../support/containerd.ts';
+import { e2e } from '../support/e2e.ts';
+import { nodeObject } from '../support/objects.ts';
+import { fileContainerd } from '../support/containerd.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
 import { randomLayer } from '../../cluster/oci-image.ts';
 
 const MiB = 1024 * 1024;
 
-let h: TestContainerd;
-
-beforeAll(async () => {
-  h = await startContainerd({ sizeMiB: 256 });
-});
-
-afterAll(async () => {
-  await h?.teardown();
-});
-
-beforeEach(async () => {
-  await h.reset();
-});
+const { cluster, c } = await e2e();
+const h = await fileContainerd({ sizeMiB: 256, resetBeforeEach: true });
 
 /** Percent of the image filesystem available, as the kubelet's signal has it (floor). */
 async function availablePercent(): Promise<number> {
@@ -109,24 +98,10 @@ test('imagefs.available within the margin of its threshold: unused images go, ol
 });
 
 describe('with API access', () => {
-  let c: Clients;
-  let node: k8s.V1Node;
-
-  beforeAll(async () => {
-    const cluster = await e2eCluster();
-    c = clients(cluster);
-    node = await c.core.createNode({
-      body: { metadata: { name: `kubegc-e2e-p-${process.pid}-${Date.now().toString(36)}` } },
-    });
-  });
-
-  afterAll(async () => {
-    if (node?.metadata?.name) await c.core.deleteNode({ name: node.metadata.name });
-  });
+  const node = nodeObject(c, 'kubegc-e2e-p');
 
   test('a Succeeded pod that still exists: its last dead container stays in a normal pass and goes under pressure; its log directory stays', async () => {
-    const cluster = await e2eCluster();
-    const nodeName = node.metadata?.name ?? '';
+    const nodeName = node.name;
     const ns = 'default';
     const created = await c.core.createNamespacedPod({
       namespace: ns,

@@ -1,21 +1,16 @@
 // `kubegc node` running as the DaemonSet does, while its containerd goes away
 // and comes back: clear error lines, no crash, readiness and metrics follow
 // the runtime, and collection resumes once containerd is back.
-import { startContainerd, until, type TestContainerd } from '../support/containerd.ts';
+import { fileContainerd, until } from '../support/containerd.ts';
+import { afterFile } from '../support/e2e.ts';
 import { startNode } from '../support/kubegc-node.ts';
 import type { KubegcProcess, LogLine } from '../support/kubegc.ts';
 import { randomLayer } from '../../cluster/oci-image.ts';
 
-let h: TestContainerd;
+const h = await fileContainerd({ sizeMiB: 64 });
 let proc: KubegcProcess | undefined;
-
-beforeAll(async () => {
-  h = await startContainerd({ sizeMiB: 64 });
-});
-
-afterAll(async () => {
+afterFile(async () => {
   await proc?.kill();
-  await h?.teardown();
 });
 
 async function get(url: string): Promise<{ status: number; body: string }> {

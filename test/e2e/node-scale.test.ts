@@ -3,22 +3,14 @@
 // sum) against the bytes statfs measures. Prints both for docs/node-gc.md.
 import path from 'node:path';
 import { writeFileSync } from 'node:fs';
-import { startContainerd, type TestContainerd } from '../support/containerd.ts';
+import { fileContainerd } from '../support/containerd.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
 import { randomLayer } from '../../cluster/oci-image.ts';
 
 const IMAGES = 200;
 const LAYER_BYTES = 256 * 1024;
 
-let h: TestContainerd;
-
-beforeAll(async () => {
-  h = await startContainerd({ sizeMiB: 256 });
-});
-
-afterAll(async () => {
-  await h?.teardown();
-});
+const h = await fileContainerd({ sizeMiB: 256 });
 
 test(`one image GC pass removes ${IMAGES} unused images; reported vs measured bytes`, async () => {
   const images = await h.importImages(

@@ -7,8 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
-import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
-import { clients, e2eCluster, testNamespace, waitFor, type Clients } from '../support/cluster.ts';
+import { REPO_ROOT } from '../../cluster/controlplane.ts';
+import { waitFor } from '../support/cluster.ts';
+import { e2e } from '../support/e2e.ts';
 import {
   applyMetricsReaderRoles,
   deleteBindings,
@@ -23,13 +24,7 @@ import { configMap, deploymentBody, configMapNames, ownerRef, times } from '../s
 
 const execFileAsync = promisify(execFile);
 
-let cluster: Cluster;
-let c: Clients;
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-});
+const { cluster, c, namespace } = await e2e();
 
 async function kubectl(...args: string[]): Promise<string> {
   const { stdout } = await execFileAsync(
@@ -147,7 +142,7 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
 });
 
 test('leader election: exactly one of two replicas deletes; SIGKILL the leader and the other finishes the cascade', async () => {
-  const ns = await testNamespace(c.core, 'op-leader');
+  const ns = await namespace('op-leader');
   // As shipped: kubegc's service account, its Lease in kubegc-system (the only
   // namespace its Role grants), under a name of this test's own.
   const leaseRef = { namespace: 'kubegc-system', name: ns };
@@ -234,7 +229,7 @@ test('leader election: exactly one of two replicas deletes; SIGKILL the leader a
 });
 
 test('a real Prometheus scrapes kubegc over HTTPS with a token bound to kubegc-metrics-reader during a cascade; without a token or the role it is refused', async () => {
-  const ns = await testNamespace(c.core, 'op-prometheus');
+  const ns = await namespace('op-prometheus');
   await applyMetricsReaderRoles(cluster);
   const readerToken = await serviceAccountToken(c, ns, 'scraper', ['kubegc-metrics-reader']);
   const nobodyToken = await serviceAccountToken(c, ns, 'nobody');
@@ -314,7 +309,7 @@ ${job('kubegc', `    authorization: { credentials_file: ${path.join(dir, 'reader
 });
 
 test('/debug/graph and kubegc explain: a Deployment tree, and an owner stuck in foreground deletion', async () => {
-  const ns = await testNamespace(c.core, 'op-explain');
+  const ns = await namespace('op-explain');
   await applyMetricsReaderRoles(cluster);
   const debugToken = await serviceAccountToken(c, ns, 'debugger', ['kubegc-debug-reader']);
   const gc: KubegcProcess = await startController(cluster);

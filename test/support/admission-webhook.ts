@@ -33,6 +33,20 @@ export interface AdmissionRequest {
   oldObject?: unknown;
 }
 
+/** The webhook rule for these operations on a namespaced core (v1) resource, ConfigMaps by default. */
+export function coreRule(
+  operations: AdmissionRequest['operation'][],
+  resource = 'configmaps',
+): k8s.V1RuleWithOperations {
+  return {
+    operations,
+    apiGroups: [''],
+    apiVersions: ['v1'],
+    resources: [resource],
+    scope: 'Namespaced',
+  };
+}
+
 /** The Status a refusal carries back to the client. */
 export interface Refusal {
   /** The HTTP status the client gets. */

@@ -30,6 +30,7 @@ import {
   type ImageSpec,
   type Layer,
 } from '../../cluster/oci-image.ts';
+import { afterFile } from './e2e.ts';
 
 export const PAUSE_IMAGE = 'kubegc.test/pause:1';
 
@@ -128,6 +129,19 @@ export interface TestContainerd {
   stop(): Promise<void>;
   start(): Promise<void>;
   teardown(): Promise<void>;
+}
+
+/**
+ * A containerd for the whole test file: started now, torn down after the
+ * file; with `resetBeforeEach`, emptied (reset()) before each test.
+ */
+export async function fileContainerd(
+  o: { sizeMiB?: number; resetBeforeEach?: boolean } = {},
+): Promise<TestContainerd> {
+  const h = await startContainerd(o);
+  afterFile(() => h.teardown());
+  if (o.resetBeforeEach) beforeEach(() => h.reset());
+  return h;
 }
 
 export async function startContainerd(o: { sizeMiB?: number } = {}): Promise<TestContainerd> {

@@ -19,8 +19,9 @@ import {
   type GarbageCollectorOptions,
 } from '../../src/gc/garbage-collector.ts';
 import { createLogger, silentLogger, type Level, type Logger } from '../../src/log.ts';
-import { kubegcKubeConfig, waitFor } from './cluster.ts';
+import { kubegcKubeConfig, waitFor, type Clients } from './cluster.ts';
 import { afterFile } from './e2e.ts';
+import { configMap, ownerRef, type Ref } from './objects.ts';
 
 export type Intercept = (r: InterceptedRequest) => Promise<void> | void;
 
@@ -52,7 +53,7 @@ export interface InProcessGcOptions {
   log?: Logger;
   /** 'workers' (default): gc.start(); 'sync': gc.sync() only (a standby's work, no decisions yet). */
   run?: 'workers' | 'sync';
-  /** The intercept to begin with. */
+  /** The intercept to begin with (inProcessGc clears it after each test like any other). */
   intercept?: Intercept;
 }
 
@@ -147,4 +148,54 @@ export async function inProcessGc(
   });
   afterFile(() => g.stop());
   return g;
+}
+
+/** The finalizer that holds Z of heldChain() in deletion (a test's own: kubegc never removes it). */
+export const HOLD_FINALIZER = 'e2e.kubegc.io/hold';
+
+/**
+ * ConfigMaps A -> X -> Y -> Z in `ns`, every reference blocking; Y deleted in
+ * the foreground and held there by Z (HOLD_FINALIZER), as the collector `g`
+ * sees them. When A is then deleted in the foreground, X is an object with a
+ * waiting owner and a dependent that is deleting its dependents: kubegc breaks
+ * the cycle (unblocks X's references, then DELETEs X Foreground). The test
+ * releases Z (releaseConfigMap) when it is done.
+ */
+export async function heldChain(
+  c: Clients,
+  g: InProcessGc,
+  ns: string,
+): Promise<{ a: Ref; x: Ref; y: Ref; z: Ref }> {
+  const a = await configMap(c, ns, 'a');
+  const x = await configMap(c, ns, 'x', [ownerRef(a, { blockOwnerDeletion: true })]);
+  const y = await configMap(c, ns, 'y', [ownerRef(x, { blockOwnerDeletion: true })]);
+  const zObj = await c.core.createNamespacedConfigMap({
+    namespace: ns,
+    body: {
+      metadata: {
+        name: 'z',
+        finalizers: [HOLD_FINALIZER],
+        ownerReferences: [ownerRef(y, { blockOwnerDeletion: true })],
+      },
+    },
+  });
+  const z: Ref = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    name: 'z',
+    uid: zObj.metadata?.uid ?? '',
+    namespace: ns,
+  };
+  await g.observed(a, x, y, z);
+  await c.core.deleteNamespacedConfigMap({
+    name: 'y',
+    namespace: ns,
+    body: { propagationPolicy: 'Foreground' },
+  });
+  await waitFor('Y deleting its dependents and Z held in deletion', () =>
+    Promise.resolve(
+      g.gc.graph.get(y.uid)?.deletingDependents === true && g.gc.graph.get(z.uid)?.beingDeleted,
+    ),
+  );
+  return { a, x, y, z };
 }

@@ -1,30 +1,23 @@
 // The aggregated API fixture (test/support/aggregated-api.ts) through the real
 // kube-apiserver, as the cluster admin: what the tests that use it (issue 32,
 // items 2 and 4, the soak) rely on, checked once here rather than assumed.
-import type { Cluster } from '../../cluster/controlplane.ts';
 import { ApiError, KubeClient, METADATA_LIST_ACCEPT } from '../../src/api/client.ts';
 import { PROTOBUF_METADATA_LIST_ACCEPT } from '../../src/api/protobuf-meta.ts';
 import { AggregatedApi } from '../support/aggregated-api.ts';
-import { clients, e2eCluster, kubeConfig, testNamespace, waitFor } from '../support/cluster.ts';
+import { kubeConfig, waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
 
-let cluster: Cluster;
-let api: AggregatedApi;
-let admin: KubeClient;
-const namespaces: string[] = [];
-
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  api = await AggregatedApi.start(cluster, { group: 'fixture.e2e.kubegc.io' });
-  admin = await KubeClient.create(kubeConfig(cluster));
+// Cleanups run last registered first: the admin client closes, then the
+// namespaces go while the server still answers for their AggWidgets (the
+// namespace controller deletes them), then the server closes.
+const { cluster, c, namespace, namespaces } = await e2e();
+const api = await AggregatedApi.start(cluster, { group: 'fixture.e2e.kubegc.io' });
+afterFile(() => api.close());
+afterFile(async () => {
+  for (const name of namespaces) await c.core.deleteNamespace({ name }).catch(() => undefined);
 });
-
-afterAll(async () => {
-  admin?.close();
-  // While the server still answers for their AggWidgets (the namespace controller deletes them).
-  const core = clients(cluster).core;
-  for (const name of namespaces) await core.deleteNamespace({ name }).catch(() => undefined);
-  await api?.close();
-});
+const admin = await KubeClient.create(kubeConfig(cluster));
+afterFile(() => admin.close());
 
 type List = {
   metadata?: { resourceVersion?: string };
@@ -44,8 +37,7 @@ async function statusOf(p: Promise<unknown>): Promise<number> {
 }
 
 test('list, field selectors (supported, then refused), metadata-only answers, its own resourceVersions, 406 and 415', async () => {
-  const ns = await testNamespace(clients(cluster).core, 'agg-fixture');
-  namespaces.push(ns);
+  const ns = await namespace('agg-fixture');
   const a = await api.create(ns, 'a');
   await api.create(ns, 'b');
   const path = `/apis/${api.apiVersion}/namespaces/${ns}/widgets`;
@@ -105,8 +97,7 @@ test('list, field selectors (supported, then refused), metadata-only answers, it
 });
 
 test('a watch through kube-apiserver delivers events, holds them while told to, and a version older than its counter is 410', async () => {
-  const ns = await testNamespace(clients(cluster).core, 'agg-fixture-watch');
-  namespaces.push(ns);
+  const ns = await namespace('agg-fixture-watch');
   const path = `/apis/${api.apiVersion}/namespaces/${ns}/widgets`;
   const list = await admin.request<List>('GET', path);
   const lines: string[] = [];

@@ -4,21 +4,11 @@
 // its real service account (deploy/'s RBAC), so every request goes through
 // kube-apiserver's authorization and aggregator. Each test failed on the code
 // before the fix (0cadf1d).
-import { appendFileSync } from 'node:fs';
-import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
-import { GarbageCollector } from '../../src/gc/garbage-collector.ts';
-import { createLogger } from '../../src/log.ts';
+import type { InterceptedRequest } from '../../src/api/client.ts';
 import { AggregatedApi } from '../support/aggregated-api.ts';
-import {
-  clients,
-  e2eCluster,
-  kubegcKubeConfig,
-  statusOf,
-  testNamespace,
-  waitFor,
-  type Clients,
-} from '../support/cluster.ts';
+import { statusOf, waitFor } from '../support/cluster.ts';
+import { afterFile, e2e } from '../support/e2e.ts';
+import { startInProcessGc, type InProcessGc } from '../support/in-process-gc.ts';
 import { configMap, isGone, ownerRef, type Ref } from '../support/objects.ts';
 import { KUBEGC_SERVICE_ACCOUNT } from '../support/service-account.ts';
 
@@ -26,45 +16,34 @@ const GROUP = 'agg4.e2e.kubegc.io';
 /** The grant a resource whose server refuses field selectors needs (docs/security.md). */
 const GET_GRANT = 'kubegc-e2e-aggregated-get';
 
-let cluster: Cluster;
-let c: Clients;
-let api: AggregatedApi;
-let client: KubeClient;
-let gc: GarbageCollector | undefined;
+// Cleanups run last registered first: kubegc stops (registered when it starts,
+// in a test), then the namespaces go while the aggregated server still answers
+// for their AggWidgets, then the server closes, and the grant goes last.
+const { cluster, c, namespace, namespaces } = await e2e();
+await revokeGet();
+afterFile(revokeGet);
+const api = await AggregatedApi.start(cluster, { group: GROUP, fieldSelectors: 'refuse' });
+afterFile(() => api.close());
+afterFile(async () => {
+  for (const name of namespaces) await c.core.deleteNamespace({ name }).catch(() => undefined);
+});
 /** The paths of kubegc's requests, as they went on the wire. */
 const sent: InterceptedRequest[] = [];
-/** Deleted at the end, while the aggregated server still answers for their AggWidgets. */
-const namespaces: string[] = [];
+let kubegc: Promise<InProcessGc> | undefined;
 
-beforeAll(async () => {
-  cluster = await e2eCluster();
-  c = clients(cluster);
-  await revokeGet();
-  api = await AggregatedApi.start(cluster, { group: GROUP, fieldSelectors: 'refuse' });
-  client = await KubeClient.create(await kubegcKubeConfig(cluster), {
+/**
+ * Starts kubegc in this process (once, on first use: the first test creates its
+ * objects before kubegc starts); stopped after the file, before anything else.
+ */
+function startKubegc(): Promise<InProcessGc> {
+  kubegc ??= startInProcessGc(cluster, {
     userAgent: 'kubegc-e2e-aggregated',
     intercept: (r) => void sent.push(r),
+  }).then((g) => {
+    afterFile(() => g.stop());
+    return g;
   });
-});
-
-afterAll(async () => {
-  await gc?.stop();
-  client?.close();
-  for (const name of namespaces) await c.core.deleteNamespace({ name }).catch(() => undefined);
-  await api?.close();
-  await revokeGet();
-});
-
-/** Starts kubegc in this process (once); KUBEGC_E2E_DEBUG_LOG=<file> keeps its debug log. */
-async function startKubegc(): Promise<GarbageCollector> {
-  if (gc) return gc;
-  const logFile = process.env.KUBEGC_E2E_DEBUG_LOG;
-  const log = logFile
-    ? createLogger('debug', (l) => appendFileSync(logFile, l))
-    : createLogger('warn');
-  gc = new GarbageCollector(client, log, { discoveryPeriodMs: 3_600_000 });
-  await gc.start();
-  return gc;
+  return kubegc;
 }
 
 async function grantGet(): Promise<void> {
@@ -99,18 +78,6 @@ async function revokeGet(): Promise<void> {
   await c.rbac.deleteClusterRole({ name: GET_GRANT }).catch(ignore404);
 }
 
-async function namespace(prefix: string): Promise<string> {
-  const ns = await testNamespace(c.core, prefix);
-  namespaces.push(ns);
-  return ns;
-}
-
-async function observed(g: GarbageCollector, ...refs: Ref[]): Promise<void> {
-  await waitFor('the graph to observe the objects', () =>
-    Promise.resolve(refs.every((r) => g.graph.get(r.uid)?.virtual === false)),
-  );
-}
-
 const widgetGone = async (r: Ref): Promise<boolean> =>
   (await api.get(r.namespace ?? '', r.name)) === undefined;
 const configMapGone = (r: Ref): Promise<boolean> => isGone(c, r);
@@ -127,7 +94,7 @@ test('an AggWidget deleted while kubegc was not watching: its dependents are kep
   // Deleted before kubegc starts: it never sees the delete, and must read `gone` live.
   await api.delete(ns, 'gone');
   const g = await startKubegc();
-  await observed(g, cmOfGone, wOfGone, cmOfLive, wOfCm, live);
+  await g.observed(cmOfGone, wOfGone, cmOfLive, wOfCm, live);
 
   // The server refuses the LIST by field selector; the GET it falls back to is
   // forbidden (deploy/'s ClusterRole has no `get`): a failed read, not "absent".
@@ -165,7 +132,7 @@ test('AggWidgets of a ConfigMap deleted with Background are collected, and with 
   const orphan = await configMap(c, ns, 'orphan');
   const wOrphaned = await api.create(ns, 'w-orphaned', { ownerReferences: [ownerRef(orphan)] });
   const g = await startKubegc();
-  await observed(g, background, wCollected, orphan, wOrphaned);
+  await g.observed(background, wCollected, orphan, wOrphaned);
 
   await c.core.deleteNamespacedConfigMap({ name: 'background', namespace: ns });
   await c.core.deleteNamespacedConfigMap({
@@ -187,7 +154,7 @@ test("an Orphan owner's AggWidget dependent that the aggregated watch has not de
   const ns = await namespace('agg-watch-behind');
   const owner = await configMap(c, ns, 'owner');
   const g = await startKubegc();
-  await observed(g, owner);
+  await g.observed(owner);
   // From here the aggregated server's watch is behind: it delivers nothing.
   api.holdWatches();
   let held: Ref;
@@ -207,7 +174,7 @@ test("an Orphan owner's AggWidget dependent that the aggregated watch has not de
     const now = api.stored(ns, 'w-held');
     if (!now) return Promise.resolve({ deleted: true });
     return Promise.resolve(
-      g.graph.get(held.uid)?.resourceVersion === now.metadata.resourceVersion
+      g.gc.graph.get(held.uid)?.resourceVersion === now.metadata.resourceVersion
         ? { deleted: false, ownerReferences: now.metadata.ownerReferences }
         : undefined,
     );

@@ -163,3 +163,56 @@ async function legacy(client: KubeClient, root: string, result: DiscoveryResult)
     }),
   );
 }
+
+/**
+ * The storage of kube-apiserver's own resources (built-in groups and custom
+ * resources): one etcd, whose revisions are the resourceVersions of every one
+ * of them, so they compare across resources.
+ */
+export const KUBE_APISERVER_STORAGE = 'kube-apiserver';
+
+interface ApiServiceList {
+  items?: { spec?: { group?: string; version?: string; service?: unknown } }[];
+}
+
+/**
+ * The group-versions ('v1' for the core group, 'apps/v1'...) that
+ * kube-apiserver serves itself: those whose APIService has no `spec.service`
+ * ("Local": built-in groups, and custom resources once their APIService is
+ * registered). Every other group-version is proxied to an aggregated API
+ * server with a storage of its own. Throws when the APIServices cannot be
+ * listed: the caller must then count nothing as kube-apiserver's own.
+ */
+export async function localGroupVersions(client: KubeClient): Promise<Set<string>> {
+  const list = await client.request<ApiServiceList>(
+    'GET',
+    '/apis/apiregistration.k8s.io/v1/apiservices',
+    { verb: 'LIST' },
+  );
+  const local = new Set<string>();
+  for (const item of list.items ?? []) {
+    const spec = item.spec;
+    if (!spec?.version || spec.service) continue;
+    local.add(spec.group ? `${spec.group}/${spec.version}` : spec.version);
+  }
+  return local;
+}
+
+/**
+ * Which storage's counter a resource's resourceVersions are: kube-apiserver's
+ * etcd for a group-version it serves itself (`local`, from
+ * localGroupVersions; undefined when that is not known), else the resource's
+ * own. Two resourceVersions compare only when their storages are equal: any
+ * two of kube-apiserver's own resources, or one resource of an aggregated API
+ * server with itself (one watch orders its events), never across servers, nor
+ * across resources or versions of an aggregated server (each may have its own
+ * storage). What this cannot see: a kube-apiserver resource moved to another
+ * etcd with --etcd-servers-overrides looks like the others.
+ */
+export function resourceVersionStorage(
+  r: Pick<ResourceInfo, 'group' | 'version' | 'resource'>,
+  local: ReadonlySet<string> | undefined,
+): string {
+  const gv = r.group ? `${r.group}/${r.version}` : r.version;
+  return local?.has(gv) ? KUBE_APISERVER_STORAGE : `${gv}/${r.resource}`;
+}

@@ -13,8 +13,10 @@
 //      owner as a resource that cannot be listed does;
 //   2. every watched resource that could hold a dependent has shown that it
 //      delivered everything up to the owner's deletion (an event or bookmark
-//      at or past the owner's resourceVersion, on a stream open since); for
-//      those that have not within a moment, a consistent LIST is read instead;
+//      at or past the owner's resourceVersion, on a stream open since; only a
+//      resource whose versions count the same storage as the owner's can show
+//      that, never an aggregated API's against etcd's); for those that have
+//      not within a moment, a consistent LIST is read instead;
 //   3. after the PATCHes, the graph's dependents are read again, and any new
 //      one is orphaned too.
 import { ApiError } from '../api/client.ts';
@@ -73,7 +75,7 @@ async function orphan(ctx: GcContext, uid: string): Promise<ProcessResult> {
   const listed: Target[] = [];
   if (ctx.watchesBehind) {
     const undiscovered = (await ctx.discoveredSince?.(wait.since)) ?? [];
-    const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv);
+    const behind = ctx.watchesBehind(owner.namespace !== '', wait.rv, ownerResource);
     if (behind.length > 0 && waited < (ctx.orphanCatchUpMs ?? DEFAULT_ORPHAN_CATCH_UP_MS))
       return retryAfter(WATCH_RECHECK_MS);
     // A group whose discovery failed and of which nothing is known may serve

@@ -41,9 +41,11 @@ export interface GcContext {
   /**
    * The watched resources that might hold unseen dependents of an owner
    * deleted with Orphan: those whose informer has not shown that it
-   * delivered every event up to resourceVersion `rv` (see attemptToOrphan).
+   * delivered every event up to resourceVersion `rv` of the owner, an
+   * object of resource `owner` (see attemptToOrphan), and those whose
+   * resourceVersions do not compare with `owner`'s.
    */
-  watchesBehind?: (ownerNamespaced: boolean, rv: string) => ResourceInfo[];
+  watchesBehind?: (ownerNamespaced: boolean, rv: string, owner: ResourceInfo) => ResourceInfo[];
   /**
    * Resolves once a discovery round that began at or after `since` (ms since
    * epoch) has finished, with what that round could not show: groups whose

@@ -2,7 +2,7 @@
 // informer per deletable resource → the propagator (single graph writer) →
 // the attempt-to-delete / attempt-to-orphan work queues → the workers.
 import type { KubeClient } from '../api/client.ts';
-import { discover } from '../api/discovery.ts';
+import { discover, localGroupVersions, resourceVersionStorage } from '../api/discovery.ts';
 import {
   RestMapper,
   groupResource,
@@ -108,6 +108,15 @@ export class GarbageCollector {
   private preferred: ResourceInfo[] = [];
   /** What the last discovery wants watched, by group-resource (an informer may be being replaced). */
   private desired = new Map<string, ResourceInfo>();
+  /**
+   * The group-versions kube-apiserver serves from its own etcd (their
+   * APIService is Local), from the last discovery round; undefined when that
+   * round could not list the APIServices: then no resource counts as
+   * kube-apiserver's own, and no resourceVersion of one resource vouches for
+   * another's watch (resourceVersionStorage).
+   */
+  private local: Set<string> | undefined;
+  private localError: string | undefined;
   private discoveryTimer: NodeJS.Timeout | undefined;
   private discovering: Promise<void> | undefined;
   private stopped = false;
@@ -177,7 +186,7 @@ export class GarbageCollector {
       metrics.graphChanges,
     );
     this.ctx = {
-      api: new GcApi(client, this.opts.allowWrites, this.opts.writeTenure),
+      api: new GcApi(client, this.opts.allowWrites, this.opts.writeTenure, log),
       graph: this.graph,
       absent: this.absent,
       mapper: () => this.mapper,
@@ -193,7 +202,7 @@ export class GarbageCollector {
             beforeSend: () => this.writeGuard(),
             tenure: this.opts.writeTenure,
           }),
-      watchesBehind: (namespaced, rv) => this.watchesBehind(namespaced, rv),
+      watchesBehind: (namespaced, rv, owner) => this.watchesBehind(namespaced, rv, owner),
       discoveredSince: (since) => this.discoveredSince(since),
       departedHolding: (owner) => this.departedHolding(owner),
       graphFlushed: () => this.propagator.flushed(),
@@ -302,7 +311,37 @@ export class GarbageCollector {
     }
   }
 
+  /**
+   * Which group-versions kube-apiserver serves itself, for the comparison of
+   * resourceVersions across resources (MetadataInformer.caughtUp). Listed
+   * before discovery, so that a group discovered this round and registered
+   * after the list counts as another server's (the safe side) until the next.
+   */
+  private async readLocalGroupVersions(): Promise<void> {
+    try {
+      this.local = await localGroupVersions(this.client);
+      if (this.localError !== undefined) this.log.info('APIServices listed again');
+      this.localError = undefined;
+    } catch (err) {
+      this.local = undefined;
+      const error = (err as Error).message;
+      // Once per failure streak: it can last (RBAC without list on apiservices).
+      if (this.localError === undefined)
+        this.log.warn(
+          "cannot list APIServices: no resource counts as served from kube-apiserver's etcd, so Orphan deletions read every resource that could hold a dependent with a consistent LIST until they can be listed",
+          { error },
+        );
+      this.localError = error;
+    }
+  }
+
+  /** The storage whose counter `r`'s resourceVersions are (see resourceVersionStorage). */
+  private storageOf(r: ResourceInfo): string {
+    return resourceVersionStorage(r, this.local);
+  }
+
   private async discoverResources(): Promise<void> {
+    await this.readLocalGroupVersions();
     let res;
     try {
       res = await discover(this.client);
@@ -373,6 +412,7 @@ export class GarbageCollector {
             this.opts.informer?.onMalformedWatchEvent?.(gr);
             this.metrics.malformedWatchEvent?.(gr);
           },
+          storage: () => this.storageOf(r),
         },
         known,
       );
@@ -461,14 +501,19 @@ export class GarbageCollector {
   /**
    * The resources that could hold a dependent of an owner (a namespaced owner's
    * dependents are namespaced) whose informer may not have reported everything
-   * that exists (or existed at `rv`), or that has none right now (being replaced).
+   * that exists (or existed at `rv`, the owner's resourceVersion in the storage
+   * of its resource `owner`), or that has none right now (being replaced). A
+   * resource of another storage than the owner's (an aggregated API's, or any
+   * when the APIServices could not be listed) is always among them: its
+   * resourceVersions say nothing about `rv`.
    */
-  watchesBehind(ownerNamespaced: boolean, rv: string): ResourceInfo[] {
+  watchesBehind(ownerNamespaced: boolean, rv: string, owner: ResourceInfo): ResourceInfo[] {
+    const ownerStorage = this.storageOf(owner);
     const behind: ResourceInfo[] = [];
     for (const [key, r] of this.desired) {
       if (ownerNamespaced && !r.namespaced) continue;
       const informer = this.informers.get(key);
-      if (!informer?.caughtUp(rv)) behind.push(r);
+      if (!informer?.caughtUp(rv, ownerStorage)) behind.push(r);
     }
     return behind;
   }

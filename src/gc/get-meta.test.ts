@@ -4,7 +4,8 @@
 import http from 'node:http';
 import { listenAndConnect } from '../api/stand-in-server.testing.ts';
 import type { ResourceInfo } from '../api/resources.ts';
-import { GcApi } from './operations.ts';
+import { ApiError } from '../api/client.ts';
+import { GcApi, refusesFieldSelector } from './operations.ts';
 
 const CLUSTERROLES: ResourceInfo = {
   group: 'rbac.authorization.k8s.io',
@@ -98,5 +99,192 @@ describe('GcApi.getMeta', () => {
     } finally {
       await srv.close();
     }
+  });
+});
+
+// An aggregated API server that supports no field selector answers the LIST
+// with a 400 (issue 32, item 4): the object is then read with a GET, and so
+// is every later object of that resource. A read that fails is never "absent".
+describe('GcApi.getMeta on a server that refuses field selectors', () => {
+  const WIDGETS: ResourceInfo = {
+    group: 'agg.example.io',
+    version: 'v1',
+    resource: 'widgets',
+    kind: 'Widget',
+    namespaced: true,
+    verbs: ['list', 'watch', 'delete', 'patch', 'get'],
+  };
+  const REFUSED = {
+    kind: 'Status',
+    apiVersion: 'v1',
+    status: 'Failure',
+    message: 'field label not supported: metadata.name',
+    reason: 'BadRequest',
+    code: 400,
+  };
+  const notFound = (name: string) => ({
+    kind: 'Status',
+    apiVersion: 'v1',
+    status: 'Failure',
+    message: `widgets.agg.example.io "${name}" not found`,
+    reason: 'NotFound',
+    details: { name, group: 'agg.example.io', kind: 'widgets' },
+    code: 404,
+  });
+
+  type Answer = { status: number; body: unknown };
+  /** `answer(kind, name)`: kind is 'list' (a LIST, its fieldSelector) or 'get' (a GET of one name). */
+  async function serveBy(answer: (kind: 'list' | 'get', path: string) => Answer) {
+    const seen: string[] = [];
+    const server = http.createServer((req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      const selector = u.searchParams.get('fieldSelector');
+      const kind = selector === null ? 'get' : 'list';
+      seen.push(`${kind} ${u.pathname}`);
+      const a = answer(kind, u.pathname);
+      res.writeHead(a.status, { 'content-type': 'application/json' });
+      res.end(typeof a.body === 'string' ? a.body : JSON.stringify(a.body));
+    });
+    const client = await listenAndConnect(server, { qps: 1000, burst: 1000 });
+    return {
+      api: new GcApi(client),
+      seen,
+      close: async () => {
+        client.close();
+        server.closeAllConnections();
+        await new Promise<void>((r) => server.close(() => r()));
+      },
+    };
+  }
+  const base = '/apis/agg.example.io/v1/namespaces/ns/widgets';
+
+  test('reads by GET after the refusal, and goes straight to GET for every later read of the resource', async () => {
+    const srv = await serveBy((kind, path) =>
+      kind === 'list'
+        ? { status: 400, body: REFUSED }
+        : path.endsWith('/w1')
+          ? { status: 200, body: item('w1', 'ns') }
+          : { status: 404, body: notFound(path.slice(path.lastIndexOf('/') + 1)) },
+    );
+    try {
+      await expect(srv.api.getMeta(WIDGETS, 'ns', 'w1')).resolves.toMatchObject({
+        name: 'w1',
+        uid: 'uid-w1',
+      });
+      // A 404 that names the object: absent.
+      await expect(srv.api.getMeta(WIDGETS, 'ns', 'w2')).resolves.toBeUndefined();
+      expect(srv.seen).toEqual([`list ${base}`, `get ${base}/w1`, `get ${base}/w2`]);
+      // Another resource of another server is still read by a LIST of its name.
+      await srv.api.getMeta(ROLES, 'ns', 'r').catch(() => undefined);
+      expect(srv.seen[3]).toBe('list /apis/rbac.authorization.k8s.io/v1/namespaces/ns/roles');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test.each<[string, Answer, RegExp]>([
+    [
+      'forbidden (no `get` in the ClusterRole)',
+      {
+        status: 403,
+        body: {
+          kind: 'Status',
+          status: 'Failure',
+          reason: 'Forbidden',
+          code: 403,
+          message: 'widgets.agg.example.io "w1" is forbidden: User "kubegc" cannot get resource',
+        },
+      },
+      /403 Forbidden.*grant kubegc's service account `get` on widgets\.agg\.example\.io/,
+    ],
+    [
+      'a 404 for the path (the version no longer served), not naming the object',
+      {
+        status: 404,
+        body: {
+          kind: 'Status',
+          code: 404,
+          reason: 'NotFound',
+          message: 'the server could not find the requested resource',
+        },
+      },
+      /404/,
+    ],
+    [
+      'a 503 (the aggregated server unavailable)',
+      { status: 503, body: 'service unavailable' },
+      /503/,
+    ],
+    ['a 200 without metadata', { status: 200, body: { kind: 'Widget' } }, /no usable metadata/],
+    ['a 200 of another name', { status: 200, body: item('other', 'ns') }, /named "other"/],
+  ])('the GET answered %s: an error, never "absent"', async (_, getAnswer, why) => {
+    const srv = await serveBy((kind) =>
+      kind === 'list' ? { status: 400, body: REFUSED } : getAnswer,
+    );
+    try {
+      await expect(srv.api.getMeta(WIDGETS, 'ns', 'w1')).rejects.toThrow(why);
+      // Still by GET: the refusal was remembered, the failed GET changes nothing.
+      await expect(srv.api.getMeta(WIDGETS, 'ns', 'w1')).rejects.toThrow(why);
+      expect(srv.seen).toEqual([`list ${base}`, `get ${base}/w1`, `get ${base}/w1`]);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test.each<[string, Answer]>([
+    [
+      'a 400 about something else',
+      { status: 400, body: { ...REFUSED, message: 'invalid resourceVersion' } },
+    ],
+    [
+      'a 500 that speaks of a field label',
+      { status: 500, body: { ...REFUSED, code: 500, reason: 'InternalError' } },
+    ],
+    [
+      'a 403',
+      { status: 403, body: { ...REFUSED, code: 403, reason: 'Forbidden', message: 'forbidden' } },
+    ],
+    ['a 406', { status: 406, body: 'not acceptable' }],
+  ])('the LIST answered %s: an error, and no switch to GET', async (_, listAnswer) => {
+    const srv = await serveBy((kind) =>
+      kind === 'list' ? listAnswer : { status: 200, body: item('w1', 'ns') },
+    );
+    try {
+      await expect(srv.api.getMeta(WIDGETS, 'ns', 'w1')).rejects.toThrow(String(listAnswer.status));
+      await expect(srv.api.getMeta(WIDGETS, 'ns', 'w1')).rejects.toThrow(String(listAnswer.status));
+      expect(srv.seen).toEqual([`list ${base}`, `list ${base}`]);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test.each<[string, number, string, boolean]>([
+    [
+      'field label not supported (kube-apiserver, a generic registry)',
+      400,
+      JSON.stringify(REFUSED),
+      true,
+    ],
+    [
+      '"fieldSelector is not supported"',
+      400,
+      JSON.stringify({ ...REFUSED, message: 'fieldSelector is not supported' }),
+      true,
+    ],
+    [
+      '"field selectors are not supported" as plain text',
+      400,
+      'field selectors are not supported',
+      true,
+    ],
+    [
+      'a 400 about the label selector',
+      400,
+      JSON.stringify({ ...REFUSED, message: 'unable to parse requirement: labelSelector' }),
+      false,
+    ],
+    ['a 422 about the field selector', 422, JSON.stringify({ ...REFUSED, code: 422 }), false],
+  ])('refusesFieldSelector: %s (status %s)', (_, status, body, want) => {
+    expect(refusesFieldSelector(new ApiError('GET', base, status, body))).toBe(want);
   });
 });

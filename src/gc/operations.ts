@@ -22,6 +22,7 @@ import {
   type ResourceInfo,
 } from '../api/resources.ts';
 import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
+import type { Logger } from '../log.ts';
 import { removalByUidIsExact, withoutReferences, type DeletionPropagation } from './decide.ts';
 
 export class NotLeaderError extends Error {}
@@ -44,22 +45,64 @@ export type UnblockOutcome =
 /** A DELETE's preconditions: the UID alone, or the UID and the resourceVersion decided on. */
 export type DeletePreconditions = 'uid' | 'uidAndResourceVersion';
 
+/**
+ * A LIST by `fieldSelector=metadata.name=` that the server refused because it
+ * does not support that selector: a 400 whose Status message speaks of the
+ * field selector or of a field label ("field label not supported:
+ * metadata.name", "fieldSelector is not supported"), as some aggregated API
+ * servers answer. Only that: another 400 (a request kubegc should not have
+ * sent), a 403, 404, 406 or 5xx is an error as it would be for any read, and a
+ * switch to GET on it could take a resource out of reach for good (kubegc's
+ * ClusterRole grants no `get` on `*`). Never a reason to conclude anything
+ * about the object.
+ */
+export function refusesFieldSelector(err: unknown): boolean {
+  if (!(err instanceof ApiError) || err.status !== 400) return false;
+  let message = err.body;
+  try {
+    const status = JSON.parse(err.body) as { message?: unknown };
+    if (typeof status.message === 'string') message = status.message;
+  } catch {
+    /* not a Status: the body as it came */
+  }
+  return /field\s*selector|field label/i.test(message);
+}
+
 const DONE: WriteOutcome = { outcome: 'done' };
 const GONE: WriteOutcome = { outcome: 'gone' };
 const CONFLICT: WriteOutcome = { outcome: 'conflict' };
+
+/** A resource's key in GcApi.readByGet: one version's server may support what another's does not. */
+function resourceKey(r: ResourceInfo): string {
+  return `${r.group}/${r.version}/${r.resource}`;
+}
 
 export class GcApi {
   readonly client: KubeClient;
   private readonly allowWrites: () => boolean;
   private readonly tenure: WriteTenure | undefined;
+  private readonly log: Logger | undefined;
+  /**
+   * The resources (group/version/resource) whose server refused the field
+   * selector of a live read: read with a GET from then on, without asking
+   * again (each refused LIST would be one more request per read).
+   */
+  private readonly readByGet = new Set<string>();
   /**
    * `allowWrites`: the write guard. `tenure` (leader election): what bounds
-   * each write once it is on the wire.
+   * each write once it is on the wire. `log`: where a resource read by GET
+   * from now on is reported, once.
    */
-  constructor(client: KubeClient, allowWrites: () => boolean = () => true, tenure?: WriteTenure) {
+  constructor(
+    client: KubeClient,
+    allowWrites: () => boolean = () => true,
+    tenure?: WriteTenure,
+    log?: Logger,
+  ) {
     this.client = client;
     this.allowWrites = allowWrites;
     this.tenure = tenure;
+    this.log = log;
   }
 
   /**
@@ -111,7 +154,12 @@ export class GcApi {
    * `get` on `*`, and with it none on the subresources `*` also matches:
    * `nodes/proxy` (the kubelet's API, exec included), `pods/log`,
    * `pods/exec`, `services/proxy`. A resource that cannot be listed is read
-   * with a GET.
+   * with a GET, and so is one whose server refuses the field selector
+   * (`refusesFieldSelector`: some aggregated API servers support none):
+   * remembered per resource, so its later reads go straight to the GET. That
+   * GET needs the `get` verb on the resource, which the shipped ClusterRole
+   * does not grant: without it the read fails (403), and a failed read is
+   * never "absent".
    *
    * The name is escaped in the selector (names of some kinds, RBAC's among
    * them, may hold `,` `=` `\`). The answer is taken strictly: absent only
@@ -126,14 +174,36 @@ export class GcApi {
     name: string,
   ): Promise<ObjectMeta | undefined> {
     if (!r.verbs.includes('list')) return this.getMetaByGet(r, namespace, name);
-    const list = await this.client.request<{
+    if (this.readByGet.has(resourceKey(r))) return this.getMetaByGet(r, namespace, name, true);
+    let list: {
       metadata?: { continue?: string };
       items?: { metadata?: Parameters<typeof trimMeta>[0] }[];
-    }>('GET', collectionPath(r, r.namespaced ? namespace : undefined), {
-      query: { fieldSelector: fieldEquals('metadata.name', name) },
-      accept: METADATA_LIST_ACCEPT,
-      verb: 'GET',
-    });
+    };
+    try {
+      list = await this.client.request(
+        'GET',
+        collectionPath(r, r.namespaced ? namespace : undefined),
+        {
+          query: { fieldSelector: fieldEquals('metadata.name', name) },
+          accept: METADATA_LIST_ACCEPT,
+          verb: 'GET',
+        },
+      );
+    } catch (err) {
+      if (!refusesFieldSelector(err)) throw err;
+      if (!this.readByGet.has(resourceKey(r))) {
+        this.readByGet.add(resourceKey(r));
+        this.log?.info(
+          'the server refuses field selectors: reading this resource by GET from now on',
+          {
+            resource: groupResource(r),
+            version: r.version,
+            answer: (err as Error).message.slice(0, 300),
+          },
+        );
+      }
+      return this.getMetaByGet(r, namespace, name, true);
+    }
     const items = list.items ?? [];
     const what = `${groupResource(r)} ${namespace && r.namespaced ? `${namespace}/` : ''}${name}`;
     const unexpected = (why: string): Error =>
@@ -156,22 +226,41 @@ export class GcApi {
     return meta;
   }
 
+  /**
+   * A GET by name: absent only for a 404 whose Status names the object.
+   * `selectorRefused`: the resource is read this way because its server
+   * refused the field selector; a 403 then says what to grant.
+   */
   private async getMetaByGet(
     r: ResourceInfo,
     namespace: string | undefined,
     name: string,
+    selectorRefused = false,
   ): Promise<ObjectMeta | undefined> {
+    let obj: { metadata?: Parameters<typeof trimMeta>[0] };
     try {
-      const obj = await this.client.request<{ metadata?: Parameters<typeof trimMeta>[0] }>(
-        'GET',
-        objectPath(r, namespace, name),
-        { accept: METADATA_ACCEPT, verb: 'GET' },
-      );
-      return trimMeta(obj.metadata);
+      obj = await this.client.request('GET', objectPath(r, namespace, name), {
+        accept: METADATA_ACCEPT,
+        verb: 'GET',
+      });
     } catch (err) {
       if (isObjectNotFound(err, name)) return undefined;
+      // Still the ApiError it was (a 403 is reported as GarbageCollectionForbidden), with the remedy in it.
+      if (selectorRefused && err instanceof ApiError && err.status === 403)
+        err.message += `; the server of ${groupResource(r)} refuses field selectors, so kubegc reads its objects with a GET: grant kubegc's service account \`get\` on ${groupResource(r)} (docs/security.md)`;
       throw err;
     }
+    const meta = trimMeta(obj.metadata);
+    // An object without a uid or name cannot be told apart from another: an error, not "absent".
+    if (!meta)
+      throw new Error(
+        `live read of ${groupResource(r)} ${namespace && r.namespaced ? `${namespace}/` : ''}${name} by GET: the answer has no usable metadata; cannot tell whether it exists`,
+      );
+    if (meta.name !== name)
+      throw new Error(
+        `live read of ${groupResource(r)} ${namespace && r.namespaced ? `${namespace}/` : ''}${name} by GET: the answer is an object named ${JSON.stringify(meta.name)}`,
+      );
+    return meta;
   }
 
   /**

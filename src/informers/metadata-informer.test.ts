@@ -167,6 +167,59 @@ describe('MetadataInformer.caughtUp (the orphan worker asks it before letting an
   }, 15_000);
 });
 
+// Issue 32, item 4: an aggregated API server counts its resourceVersions with
+// a counter of its own; a watch of it "at 1000000000000" says nothing about an
+// owner's etcd revision 10, however the numbers compare.
+describe('MetadataInformer.caughtUp across storages', () => {
+  test('only a resourceVersion of the storage its resource counts is compared', async () => {
+    let opened: () => void = () => undefined;
+    const streamOpen = new Promise<void>((r) => (opened = r));
+    const server = http.createServer((req, res) => {
+      const q = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (q.get('watch') !== 'true') {
+        res.end(JSON.stringify({ metadata: { resourceVersion: '1000000000000' }, items: [] }));
+        return;
+      }
+      res.flushHeaders();
+      opened();
+    });
+    const client = await listenAndConnect(server);
+    let storage = 'agg.example.io/v1/widgets';
+    const informer = new MetadataInformer(
+      client,
+      { ...configmaps, group: 'agg.example.io', resource: 'widgets', kind: 'Widget' },
+      () => undefined,
+      createLogger('error'),
+      { watchList: false, storage: () => storage },
+    );
+    try {
+      informer.start();
+      await streamOpen;
+      const deadline = Date.now() + 5000;
+      while (!informer.caughtUp('10', storage)) {
+        if (Date.now() > deadline) throw new Error('the informer never saw its open stream');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      // Its own versions, as its own watch orders them.
+      expect(informer.caughtUp('1000000000000', storage)).toBe(true);
+      expect(informer.caughtUp('1000000000001', storage)).toBe(false);
+      // An owner's etcd revision (kube-apiserver's storage, the default), or another resource's.
+      expect(informer.caughtUp('10')).toBe(false);
+      expect(informer.caughtUp('10', 'kube-apiserver')).toBe(false);
+      expect(informer.caughtUp('10', 'agg.example.io/v1/gadgets')).toBe(false);
+      // The storage is asked each time: a group found to be kube-apiserver's own compares with etcd.
+      storage = 'kube-apiserver';
+      expect(informer.caughtUp('10')).toBe(true);
+    } finally {
+      await informer.stop();
+      client.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }, 15_000);
+});
+
 // Issue 19, item 2: a watch that ends normally at its timeout left the
 // informer "caught up" while no watch was open at all.
 test('a watch that ends normally is a gap until the next one opens: not caught up meanwhile', async () => {

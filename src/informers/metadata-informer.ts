@@ -25,6 +25,7 @@ import {
   type RawMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
+import { KUBE_APISERVER_STORAGE } from '../api/discovery.ts';
 import type { Logger } from '../log.ts';
 
 export type InformerEvent =
@@ -70,6 +71,13 @@ export interface InformerOptions {
    * restarts from the last good resourceVersion); for the metrics.
    */
   onMalformedWatchEvent?: (groupResource: string) => void;
+  /**
+   * The storage this resource's resourceVersions count (see
+   * resourceVersionStorage in src/api/discovery.ts); asked at each
+   * caughtUp(). Default: kube-apiserver's own, which the GarbageCollector
+   * never relies on (it always says).
+   */
+  storage?: () => string;
 }
 
 export const DEFAULT_INFORMER_OPTIONS: InformerOptions = {
@@ -167,7 +175,9 @@ function refusesWatchList(err: unknown): boolean {
 /**
  * Orders two resourceVersions of the same etcd (both decimal revisions, as
  * kube-apiserver gives them and KEP-5504 makes comparable); NaN when either is
- * not (an aggregated API server's own versions), which no comparison accepts.
+ * not decimal, which no comparison accepts. It cannot tell two storages apart:
+ * an aggregated API server's own counter may well be decimal, and its numbers
+ * say nothing about etcd's (see MetadataInformer.caughtUp).
  */
 export function compareResourceVersions(a: string | undefined, b: string | undefined): number {
   if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return Number.NaN;
@@ -266,13 +276,20 @@ export class MetadataInformer {
    * from what was delivered before, and only once it has delivered an event
    * or a bookmark, or finished a list, at or past `rv`. Time proves nothing:
    * an open watch can be behind (a busy stream, a replay, a watch cache that
-   * lags). A version that does not compare (an aggregated API's own) never
-   * counts. The orphan worker asks before it lets an Orphan-deleted owner go
+   * lags). The orphan worker asks before it lets an Orphan-deleted owner go
    * (upstream #26120): a dependent it has not been shown would otherwise be
    * found later, its owner gone, and deleted.
+   *
+   * `rvStorage` is the storage `rv` counts (the owner's resource's, see
+   * resourceVersionStorage). Unless it is this resource's, the answer is
+   * false: the versions of an aggregated API server come from its own
+   * counter, and a watch of it at "1000000" may not have delivered what was
+   * created there a moment ago, whatever etcd's revision. A version that is
+   * not decimal never counts either.
    */
-  caughtUp(rv: string | undefined): boolean {
+  caughtUp(rv: string | undefined, rvStorage: string = KUBE_APISERVER_STORAGE): boolean {
     if (!this.syncedOnce || this.gap || rv === undefined) return false;
+    if ((this.opts.storage?.() ?? KUBE_APISERVER_STORAGE) !== rvStorage) return false;
     return compareResourceVersions(this.resourceVersion, rv) >= 0;
   }
 

@@ -53,7 +53,7 @@ import {
   type Violation,
 } from './oracle.ts';
 import { Prng } from './prng.ts';
-import { CRD_GROUP, CRD_NAME, RESOURCES } from './resources.ts';
+import { CRD_GROUP, CRD_NAME, RESOURCES, SOAK_LABEL } from './resources.ts';
 import { planSchedule, type ContenderName, type FaultKind, type Schedule } from './schedule.ts';
 import { kubegcIdentityFromUserAgent, leaseTenures, writesOutsideTenure } from './tenure.ts';
 import { Workload } from './workload.ts';
@@ -350,8 +350,12 @@ async function runContender(
     );
     await setUp(admin);
 
-    const history = new History((obj: KubeObject) =>
-      SOAK_NAMESPACES.includes(obj.metadata.namespace ?? ''),
+    // The soak's namespaces, and the cluster-scoped objects the workload made (its label: the
+    // cluster's own ClusterRoles are none of its business).
+    const history = new History(
+      (obj: KubeObject) =>
+        SOAK_NAMESPACES.includes(obj.metadata.namespace ?? '') ||
+        (obj.metadata.namespace === undefined && obj.metadata.labels?.[SOAK_LABEL] === 'true'),
     );
     const clock = new RevisionClock();
     const recorder = new Recorder(watcher, RESOURCES, history, clock, (l) => log(`history: ${l}`));

@@ -9,6 +9,7 @@ import type { Prng } from './prng.ts';
 import {
   CRD_GROUP,
   HOLD,
+  SOAK_LABEL,
   apiVersionOf,
   collectionPath,
   objectPath,
@@ -46,7 +47,7 @@ export const SCENARIOS = {
 type Scenario = keyof typeof SCENARIOS;
 
 const SIMPLE = ['configmaps', 'secrets', 'widgets'] as const;
-const LABEL = 'soak.kubegc.io/object';
+const LABEL = SOAK_LABEL;
 const IMAGE = 'registry.invalid/soak:1';
 
 export interface WorkloadOptions {

@@ -29,7 +29,13 @@ export const RESOURCES: readonly ResourceDef[] = [
   { resource: 'gadgets', group: CRD_GROUP, version: 'v1', kind: 'Gadget', namespaced: true },
   // RBAC names need only be path segments: `,` `=` `\\` and spaces are legal (field-selector escaping).
   { resource: 'roles', group: RBAC_GROUP, version: 'v1', kind: 'Role', namespaced: true },
-  { resource: 'clusterroles', group: RBAC_GROUP, version: 'v1', kind: 'ClusterRole', namespaced: false },
+  {
+    resource: 'clusterroles',
+    group: RBAC_GROUP,
+    version: 'v1',
+    kind: 'ClusterRole',
+    namespaced: false,
+  },
 ];
 
 export function resourceDef(resource: string): ResourceDef {
@@ -53,7 +59,9 @@ export function apiVersionOf(r: ResourceDef): string {
 /** The collection path, in a namespace or across all of them. */
 export function collectionPath(r: ResourceDef, namespace?: string): string {
   const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
-  return namespace && r.namespaced ? `${base}/namespaces/${namespace}/${r.resource}` : `${base}/${r.resource}`;
+  return namespace && r.namespaced
+    ? `${base}/namespaces/${namespace}/${r.resource}`
+    : `${base}/${r.resource}`;
 }
 
 export function objectPath(r: ResourceDef, namespace: string, name: string): string {

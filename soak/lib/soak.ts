@@ -54,6 +54,7 @@ import {
 } from './oracle.ts';
 import { Prng } from './prng.ts';
 import { CRD_GROUP, CRD_NAME, RESOURCES, SOAK_LABEL } from './resources.ts';
+import { ensureGadgetCrd } from './shapes.ts';
 import { planSchedule, type ContenderName, type FaultKind, type Schedule } from './schedule.ts';
 import { kubegcIdentityFromUserAgent, leaseTenures, writesOutsideTenure } from './tenure.ts';
 import { Workload } from './workload.ts';
@@ -168,6 +169,8 @@ async function setUp(admin: Kube): Promise<void> {
       (await admin.raw('GET', `/apis/${CRD_GROUP}/v2/namespaces/soak-a/widgets`)).status === 200,
     60_000,
   );
+  // The Gadgets' CRD, which the workload deletes and creates again (shapes.ts).
+  await ensureGadgetCrd(admin, 60_000);
 }
 
 /** A get, or a list of one name (the API server names it from `fieldSelector=metadata.name=`). */
@@ -451,6 +454,11 @@ async function runContender(
         })();
         await Promise.all([workload.run(start + phase.durationMs, phase.index), faultRun]);
         if (phase.index === lastWork) {
+          // A flap cut short (a fault) must not leave the Gadgets' kind away for good: their
+          // dependents would wait for it (upstream's too).
+          await ensureGadgetCrd(admin).catch((err: unknown) =>
+            log(`${name}: the Gadget CRD is not back: ${(err as Error).message}`),
+          );
           stoppedAt = Date.now();
           log(
             `${name}: workload stopped; waiting for quiescence (at most ${QUIESCENCE_MS / 1000} s)`,

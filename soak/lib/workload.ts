@@ -6,6 +6,7 @@
 import type { History, RevisionClock } from './history.ts';
 import { KubeError, statusOf, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
+import { Shapes, pickShape } from './shapes.ts';
 import {
   CRD_GROUP,
   HOLD,
@@ -41,6 +42,8 @@ export const SCENARIOS = {
   foregroundThenOrphan: 12,
   /** Deployments, Jobs and CronJobs, whose controllers make the dependents. */
   builtin: 12,
+  /** Odd but legal shapes (shapes.ts): shared UIDs, self-references, names needing escaping, cluster scope, a CRD that goes. */
+  shape: 14,
   /** Deletes objects left without owners (keeps the population bounded). */
   janitor: 6,
 } as const;
@@ -76,9 +79,15 @@ export class Workload {
   private readonly inUse = new Map<string, number>();
   private deadline = 0;
   private names = 0;
+  private readonly shapes: Shapes;
 
   constructor(o: WorkloadOptions) {
     this.o = o;
+    this.shapes = new Shapes(this, o.kube, o.namespaces);
+  }
+
+  countOp(op: string): void {
+    this.count(this.ops, op);
   }
 
   private count(map: Map<string, number>, key: string, n = 1): void {
@@ -131,7 +140,7 @@ export class Workload {
     return o;
   }
 
-  private release(objs: Obj[]): void {
+  release(objs: Obj[]): void {
     for (const o of objs) {
       const n = (this.inUse.get(o.uid) ?? 1) - 1;
       if (n <= 0) this.inUse.delete(o.uid);
@@ -179,6 +188,12 @@ export class Workload {
         return { ...base, type: 'Opaque', stringData: { n: String(p.int(0, 999)) } };
       case 'widgets':
         return { ...base, spec: { size: p.int(1, 9) } };
+      case 'gadgets':
+        return { ...base, spec: { n: p.int(0, 999) } };
+      case 'roles':
+      case 'clusterroles':
+        // No rules: nothing to escalate (the GC may patch it without holding any permission).
+        return { ...base, rules: [] };
       case 'deployments':
         return {
           ...base,
@@ -378,6 +393,11 @@ export class Workload {
     return false;
   }
 
+  /** A deletion policy with the usual weights (for shapes.ts). */
+  policyOf(p: Prng): Policy {
+    return this.policy(p);
+  }
+
   private policy(
     p: Prng,
     weights = { Background: 4, Foreground: 3, Orphan: 2, default: 1 },
@@ -420,6 +440,11 @@ export class Workload {
         return this.foregroundThenOrphan(p, ns);
       case 'builtin':
         return this.builtin(p, ns);
+      case 'shape': {
+        const shape = pickShape(p);
+        this.count(this.scenarios, `shape: ${shape}`);
+        return this.shapes.run(shape, p, ns);
+      }
       case 'janitor':
         return this.janitor(p);
     }

@@ -55,6 +55,7 @@ import {
 import { Prng } from './prng.ts';
 import { CRD_GROUP, CRD_NAME, RESOURCES, SOAK_LABEL } from './resources.ts';
 import { ensureGadgetCrd } from './shapes.ts';
+import { DenyingWebhook } from './webhook.ts';
 import { planSchedule, type ContenderName, type FaultKind, type Schedule } from './schedule.ts';
 import { kubegcIdentityFromUserAgent, leaseTenures, writesOutsideTenure } from './tenure.ts';
 import { Workload } from './workload.ts';
@@ -352,6 +353,10 @@ async function runContender(
       () => watcher.close(),
     );
     await setUp(admin);
+    // Some of the GC's writes refused (404 naming the object, 409, 429, 500), seeded.
+    const webhook = new DenyingWebhook(new Prng(o.seed, `webhook/${name}`), [gcUser]);
+    await webhook.start(admin);
+    cleanups.push(() => webhook.stop(admin));
 
     // The soak's namespaces, and the cluster-scoped objects the workload made (its label: the
     // cluster's own ClusterRoles are none of its business).
@@ -612,7 +617,7 @@ async function runContender(
       endedAt,
       replicas,
       schedule,
-      ops: tally(workload.ops),
+      ops: tally(new Map([...workload.ops, ...webhook.counts])),
       scenarios: tally(workload.scenarios),
       workloadErrors: tally(workload.errors),
       workloadErrorSamples: Object.fromEntries(workload.errorSamples),

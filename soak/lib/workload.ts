@@ -149,9 +149,9 @@ export class Workload {
   }
 
   ref(o: Obj, p: Prng, opts: { block?: boolean; controller?: boolean } = {}): OwnerReference {
-    // Widgets are referenced in either served version.
+    // Widgets are referenced in either served version (Gadgets have only v1).
     const apiVersion =
-      o.r.group === CRD_GROUP ? `${CRD_GROUP}/${p.pick(['v1', 'v2'])}` : apiVersionOf(o.r);
+      o.r.resource === 'widgets' ? `${CRD_GROUP}/${p.pick(['v1', 'v2'])}` : apiVersionOf(o.r);
     return {
       apiVersion,
       kind: o.r.kind,

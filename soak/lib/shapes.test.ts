@@ -36,7 +36,11 @@ describe('shapes', () => {
     };
     expect(draw(1)).toEqual(draw(1));
     expect(draw(1)).not.toEqual(draw(2));
-    expect(new Set(draw(1))).toEqual(new Set(Object.keys(SHAPES)));
+    // Every shape with a weight (gadgetCrdFlap is off for now).
+    const on = Object.entries(SHAPES)
+      .filter(([, w]) => w > 0)
+      .map(([k]) => k);
+    expect(new Set(draw(1))).toEqual(new Set(on));
   });
 
   test('escaped names: legal RBAC names, each with a character a field selector must escape (or a space), seeded', () => {

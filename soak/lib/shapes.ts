@@ -30,12 +30,11 @@ export const SHAPES = {
   /** Gadgets (a CRD deleted and re-created mid-run) owning objects. */
   gadgetOwner: 3,
   /**
-   * The Gadget CRD deleted (its objects with it) and created again. Off (weight 0) until the
-   * finding of the first CI runs is understood: a Gadget in foreground deletion kept its
-   * finalizer for good (kubegc did not watch gadgets again after a flap during an apiserver
-   * restart, and a CRD terminating on that Gadget never finishes). Give it a weight to turn it on.
+   * The Gadget CRD deleted (its objects with it, the GC's finalizers holding it terminating)
+   * and created again. Gadgets are served in v1 only, in a group whose preferred version is
+   * v2: a GC that watches only a group's preferred version never sees them.
    */
-  gadgetCrdFlap: 0,
+  gadgetCrdFlap: 1,
 } as const;
 export type Shape = keyof typeof SHAPES;
 

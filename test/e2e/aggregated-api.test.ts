@@ -165,3 +165,18 @@ test('the group leaves discovery when its APIService is deleted and comes back; 
   expect(await api.inDiscovery()).toBe(true);
   expect(await statusOf(admin.request('GET', path))).toBe(200);
 });
+
+test('a server without aggregated discovery: the aggregator falls back to /apis/<group>/<version>', async () => {
+  const legacy = await AggregatedApi.start(cluster, {
+    group: 'legacy.e2e.kubegc.io',
+    aggregatedDiscovery: false,
+  });
+  try {
+    // The aggregator asked /apis (for v2) and got the legacy APIGroupList, yet
+    // kube-apiserver's discovery shows the resource: it read /apis/<group>/<version>.
+    expect(legacy.requests.some((r) => r.path === '/apis' && r.status === 200)).toBe(true);
+    expect(await legacy.inDiscovery()).toBe(true);
+  } finally {
+    await legacy.close();
+  }
+});

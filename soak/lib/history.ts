@@ -13,7 +13,7 @@
 // `History` and `RevisionClock` are pure (unit-tested); `Recorder` runs the
 // list/watch loops that feed them.
 import type { Kube, KubeObject, ObjectList, WatchEvent } from './kube.ts';
-import { collectionPath, groupOf, type ResourceDef } from './resources.ts';
+import { collectionPath, groupOf, namespacedKind, type ResourceDef } from './resources.ts';
 
 export interface Ref {
   uid: string;
@@ -348,9 +348,13 @@ export class History {
   }
 
   /**
-   * Whether `owner` is the object `ref` (on `dep`) points to, as the GC resolves
-   * references: same kind, group and name, in the dependent's namespace.
-   * A reference to an object in another namespace points to nothing.
+   * Whether `owner` is the object `ref` (on `dep`) points to, as upstream's GC resolves
+   * references: the reference's kind (and group), name and UID, and the dependent's namespace
+   * for a namespaced owner (a cluster-scoped owner has none, and may own namespaced objects).
+   * Each reference is judged on its own: another reference with the same UID, or the UID's
+   * object under another name or kind, does not make it resolve. A reference to an object in
+   * another namespace points to nothing; so does a cluster-scoped dependent's reference to a
+   * namespaced kind (which upstream never collects: see neverCollected).
    */
   static refersTo(ref: Ref, dep: ObjectHistory, owner: ObjectHistory): boolean {
     return (
@@ -358,7 +362,19 @@ export class History {
       owner.kind === ref.kind &&
       owner.name === ref.name &&
       owner.group === groupOf(ref.apiVersion) &&
-      owner.namespace === dep.namespace
+      (owner.namespace === dep.namespace || owner.namespace === '')
+    );
+  }
+
+  /**
+   * A cluster-scoped object with a reference to a namespaced kind: upstream's GC refuses to
+   * decide on it (namespacedOwnerOfClusterScopedObjectErr, an OwnerRefInvalidNamespace event)
+   * and never collects it, whatever its other references say.
+   */
+  static neverCollected(rec: ObjectHistory, refs: readonly Ref[]): boolean {
+    return (
+      rec.namespace === '' &&
+      refs.some((r) => namespacedKind(groupOf(r.apiVersion), r.kind) === true)
     );
   }
 

@@ -20,6 +20,8 @@ import {
 import { resourceDef } from './resources.ts';
 
 const CM = resourceDef('configmaps');
+const SECRET = resourceDef('secrets');
+const CLUSTERROLE = resourceDef('clusterroles');
 const GC = new Set(['kubegc']);
 
 function cm(
@@ -54,19 +56,19 @@ class Scenario {
   readonly history = new History();
   readonly clock = new RevisionClock();
   constructor(listRev = 1) {
-    this.history.list(CM, listRev, [], listRev * 100);
+    for (const r of [CM, SECRET, CLUSTERROLE]) this.history.list(r, listRev, [], listRev * 100);
     this.clock.probe(listRev * 100 - 1, listRev * 100, listRev);
   }
-  ev(type: WatchEvent['type'], obj: KubeObject): this {
+  ev(type: WatchEvent['type'], obj: KubeObject, r = CM): this {
     const rev = Number(obj.metadata.resourceVersion);
-    this.history.event(CM, { type, object: obj }, rev * 100 + 5);
+    this.history.event(r, { type, object: obj }, rev * 100 + 5);
     this.clock.write(rev * 100 - 1, rev * 100 + 5, rev);
     return this;
   }
   /** A watch bookmark: nothing changed in the stream up to `rev`. */
-  bookmark(rev: number): this {
+  bookmark(rev: number, r = CM): this {
     this.history.event(
-      CM,
+      r,
       {
         type: 'BOOKMARK',
         object: { metadata: { name: '', uid: '', resourceVersion: String(rev) } },
@@ -450,5 +452,141 @@ describe('I5', () => {
       ],
     );
     expect(v.map((x) => x.object)).toEqual(['r0 pid 1', 'r2 pid 4']);
+  });
+});
+
+describe('odd but legal references (issue 32): each reference judged by kind, name, namespace and UID', () => {
+  const clusterRole = (
+    name: string,
+    uid: string,
+    rv: number,
+    owners?: OwnerReference[],
+  ): KubeObject => ({
+    metadata: { name, uid, resourceVersion: String(rv), ownerReferences: owners },
+  });
+  const crRef = (name: string, uid: string): OwnerReference => ({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    name,
+    uid,
+  });
+  const gcDelete = (s: Scenario, name: string, uid: string, rev: number, ns = 'soak-a') => {
+    const calls = [{ ...del(name, uid, rev), namespace: ns }];
+    return { calls, resolved: resolveDeletes(s.history, s.clock, calls) };
+  };
+  const i2 = (s: Scenario): string[] =>
+    checkI2(s.history, { stoppedAt: 1600, checkedAt: 61_600 }).map((v) => v.object);
+
+  test('two references with one UID, the live owner and a name that does not exist: the live one holds', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O'), ref('bogus', 'O')] }))
+      .ev('DELETED', cm('dep', 'D', 12, { owners: [ref('owner', 'O'), ref('bogus', 'O')] }))
+      .probe(2000, 12);
+    const { calls, resolved } = gcDelete(s, 'dep', 'D', 12);
+    expect(checkI1(s.history, resolved, GC, calls).map((v) => v.summary)).toEqual([
+      expect.stringContaining('owner ConfigMap owner'),
+    ]);
+    const kept = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('bogus', 'O'), ref('owner', 'O')] }));
+    expect(i2(kept)).toEqual([]);
+  });
+
+  test('references under a live UID that name another object (name or kind) are absent', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', { metadata: { ...cm('sec', 'S', 11).metadata } }, SECRET)
+      // Both names bogus, one UID (the live ConfigMap's).
+      .ev('ADDED', cm('two', 'T', 12, { owners: [ref('bogus1', 'O'), ref('bogus2', 'O')] }))
+      // A ConfigMap reference carrying the Secret's UID and name: the kind does not match.
+      .ev('ADDED', cm('kind', 'K', 13, { owners: [ref('sec', 'S')] }))
+      .ev('DELETED', cm('two', 'T', 14, { owners: [ref('bogus1', 'O'), ref('bogus2', 'O')] }))
+      .ev('DELETED', cm('kind', 'K', 15, { owners: [ref('sec', 'S')] }))
+      .probe(2000, 15);
+    const calls = [del('two', 'T', 14), del('kind', 'K', 15)];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    expect(resolved.map((d) => d.status)).toEqual(['exact', 'exact']);
+    expect(checkI1(s.history, resolved, GC, calls)).toEqual([]);
+    const left = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10))
+      .ev('ADDED', cm('two', 'T', 12, { owners: [ref('bogus1', 'O'), ref('bogus2', 'O')] }));
+    expect(i2(left)).toEqual(['configmaps soak-a/two (uid T)']);
+  });
+
+  test('a self-reference is a live owner: never collected, its deletion flagged', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('me', 'M', 10, { owners: [ref('me', 'M')] }))
+      .ev('DELETED', cm('me', 'M', 11, { owners: [ref('me', 'M')] }))
+      .probe(2000, 11);
+    const { calls, resolved } = gcDelete(s, 'me', 'M', 11);
+    expect(checkI1(s.history, resolved, GC, calls)).toHaveLength(1);
+    const kept = new Scenario().ev('ADDED', cm('me', 'M', 10, { owners: [ref('me', 'M')] }));
+    expect(i2(kept)).toEqual([]);
+  });
+
+  test('a cluster-scoped owner holds a namespaced dependent', () => {
+    const s = new Scenario()
+      .ev('ADDED', clusterRole('a,b=c\\d e', 'R', 10), CLUSTERROLE)
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [crRef('a,b=c\\d e', 'R')] }))
+      .ev('DELETED', cm('dep', 'D', 12, { owners: [crRef('a,b=c\\d e', 'R')] }))
+      .bookmark(12, CLUSTERROLE) // the ClusterRoles' watch has seen past the delete
+      .probe(2000, 12);
+    const { calls, resolved } = gcDelete(s, 'dep', 'D', 12);
+    expect(checkI1(s.history, resolved, GC, calls)).toHaveLength(1);
+    const kept = new Scenario()
+      .ev('ADDED', clusterRole('a,b=c\\d e', 'R', 10), CLUSTERROLE)
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [crRef('a,b=c\\d e', 'R')] }));
+    expect(i2(kept)).toEqual([]);
+  });
+
+  test('a cluster-scoped dependent naming a namespaced kind is never collected: not awaited, its deletion flagged', () => {
+    const s = new Scenario()
+      .ev('ADDED', clusterRole('cr', 'R', 10, [ref('gone', 'G')]), CLUSTERROLE)
+      .ev('DELETED', clusterRole('cr', 'R', 11, [ref('gone', 'G')]), CLUSTERROLE)
+      .probe(2000, 11);
+    const calls = [{ ...del('cr', 'R', 11), resource: 'clusterroles', namespace: '' }];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    expect(resolved[0]?.status).toBe('exact');
+    expect(checkI1(s.history, resolved, GC, calls).map((v) => v.summary)).toEqual([
+      expect.stringContaining('upstream never collects it'),
+    ]);
+    const left = new Scenario().ev(
+      'ADDED',
+      clusterRole('cr', 'R', 10, [ref('gone', 'G'), crRef('gone-too', 'H')]),
+      CLUSTERROLE,
+    );
+    expect(i2(left)).toEqual([]);
+  });
+
+  test('a cross-namespace reference is absent', () => {
+    const s = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10, { ns: 'soak-b' }))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }))
+      .ev('DELETED', cm('dep', 'D', 12, { owners: [ref('owner', 'O')] }))
+      .probe(2000, 12);
+    const { calls, resolved } = gcDelete(s, 'dep', 'D', 12);
+    expect(checkI1(s.history, resolved, GC, calls)).toEqual([]);
+    const left = new Scenario()
+      .ev('ADDED', cm('owner', 'O', 10, { ns: 'soak-b' }))
+      .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O')] }));
+    expect(i2(left)).toEqual(['configmaps soak-a/dep (uid D)']);
+  });
+
+  test('I3: after an Orphan deletion, a reference that shares the owner UID under another name is not the owner’s', () => {
+    const run = (after: OwnerReference[]) =>
+      checkI3(
+        new Scenario()
+          .ev('ADDED', cm('owner', 'O', 10))
+          .ev('ADDED', cm('dep', 'D', 11, { owners: [ref('owner', 'O'), ref('bogus', 'O')] }))
+          .ev('MODIFIED', cm('owner', 'O', 12, { deleting: true, finalizers: ['orphan'] }))
+          .ev('MODIFIED', cm('dep', 'D', 13, { owners: after }))
+          .ev('DELETED', cm('owner', 'O', 14, { deleting: true, finalizers: ['orphan'] })).history,
+        [],
+        GC,
+        [],
+      ).map((v) => v.summary);
+    expect(run([ref('bogus', 'O')])).toEqual([]);
+    expect(run([ref('owner', 'O')])).toEqual([expect.stringContaining('still references')]);
   });
 });

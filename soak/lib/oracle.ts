@@ -11,7 +11,7 @@ import {
   type Segment,
   type Snapshot,
 } from './history.ts';
-import { FOREGROUND, ORPHAN } from './resources.ts';
+import { FOREGROUND, ORPHAN, groupOf, namespacedKind } from './resources.ts';
 
 /** One DELETE request from the audit log, reduced to what the oracle needs. */
 export interface DeleteCall {
@@ -342,7 +342,10 @@ export function checkI1(
       refs = d.effect.before.snap?.refs ?? [];
       at = `at revision ${rev}, where its deletion took effect`;
       around = rev;
+      const before = d.effect.before.snap;
       ownerState = (owner) => {
+        // A self-reference: its owner is the object as it was before its own deletion began.
+        if (owner.uid === dep.uid) return before;
         const s = history.stateOf(owner, rev);
         return s.kind === 'exists' ? s.snap : undefined;
       };
@@ -355,6 +358,20 @@ export function checkI1(
       around = d.hi;
       ownerState = (owner) => history.segmentOver(owner, d.lo, d.hi)?.snap;
     } else continue;
+    if (d.effect && History.neverCollected(dep, refs)) {
+      // Not "an owner existed" but the same wrong: a delete the GC may never make.
+      out.push({
+        invariant: 'I1',
+        at: d.call.received,
+        object: objectName(dep),
+        summary: `${d.call.user} deleted it ${at}; it is cluster-scoped and references a namespaced kind (${refs
+          .filter((r) => namespacedKind(groupOf(r.apiVersion), r.kind) === true)
+          .map((r) => `${r.kind} ${r.name}`)
+          .join(', ')}), which makes its owners undecidable: upstream never collects it`,
+        evidence: [auditLine(d.call), ...historyLines('dependent', dep, history, around)],
+      });
+      continue;
+    }
     for (const ref of refs) {
       const owner = history.objects.get(ref.uid);
       if (!owner || !History.refersTo(ref, dep, owner)) continue;
@@ -439,6 +456,8 @@ export function uncollected(history: History): ObjectHistory[] {
   return history.live().filter((rec) => {
     const snap = history.current(rec);
     if (!snap || snap.refs.length === 0) return false;
+    // Never collected (upstream refuses to decide on it): nothing to wait for.
+    if (History.neverCollected(rec, snap.refs)) return false;
     // Being deleted and held only by someone else's finalizer: the GC's part is done.
     if (snap.deleting && !snap.finalizers.some((f) => f === ORPHAN || f === FOREGROUND))
       return false;
@@ -554,7 +573,9 @@ export function checkI3(
   for (const { owner, from, to } of orphaned) {
     const ownerGone = history.gone(owner);
     for (const dep of referrers.get(owner.uid) ?? []) {
-      if (dep.namespace !== owner.namespace || dep.uid === owner.uid) continue;
+      // (A cluster-scoped owner may have dependents in any namespace.)
+      if ((owner.namespace !== '' && dep.namespace !== owner.namespace) || dep.uid === owner.uid)
+        continue;
       // A dependent: it certainly referenced the owner at some revision of the orphan window.
       const referenced = dep.segments.some((s, i) => {
         if (!s.snap?.refs.some((r) => History.refersTo(r, dep, owner))) return false;
@@ -563,7 +584,8 @@ export function checkI3(
       if (!referenced) continue;
       const now = history.current(dep);
       if (now) {
-        if (ownerGone && now.refs.some((r) => r.uid === owner.uid))
+        // By the whole reference: one sharing the owner's UID under another name is not its.
+        if (ownerGone && now.refs.some((r) => History.refersTo(r, dep, owner)))
           out.push({
             invariant: 'I3',
             object: objectName(dep),
@@ -592,7 +614,7 @@ export function checkI3(
         const refs = d.effect.before.snap.refs;
         const onlyOrphaned =
           refs.length > 0 &&
-          refs.some((r) => r.uid === owner.uid) &&
+          refs.some((r) => History.refersTo(r, dep, owner)) &&
           refs.every((r) => {
             const o = history.objects.get(r.uid);
             return o !== undefined && orphanOwners.has(r.uid) && History.refersTo(r, dep, o);

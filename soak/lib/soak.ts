@@ -53,7 +53,9 @@ import {
   type Violation,
 } from './oracle.ts';
 import { Prng } from './prng.ts';
-import { CRD_GROUP, CRD_NAME, RESOURCES } from './resources.ts';
+import { CRD_GROUP, CRD_NAME, RESOURCES, SOAK_LABEL } from './resources.ts';
+import { ensureGadgetCrd } from './shapes.ts';
+import { DenyingWebhook } from './webhook.ts';
 import { planSchedule, type ContenderName, type FaultKind, type Schedule } from './schedule.ts';
 import { kubegcIdentityFromUserAgent, leaseTenures, writesOutsideTenure } from './tenure.ts';
 import { Workload } from './workload.ts';
@@ -168,6 +170,8 @@ async function setUp(admin: Kube): Promise<void> {
       (await admin.raw('GET', `/apis/${CRD_GROUP}/v2/namespaces/soak-a/widgets`)).status === 200,
     60_000,
   );
+  // The Gadgets' CRD, which the workload deletes and creates again (shapes.ts).
+  await ensureGadgetCrd(admin, 60_000);
 }
 
 /** A get, or a list of one name (the API server names it from `fieldSelector=metadata.name=`). */
@@ -349,9 +353,17 @@ async function runContender(
       () => watcher.close(),
     );
     await setUp(admin);
+    // Some of the GC's writes refused (404 naming the object, 409, 429, 500), seeded.
+    const webhook = new DenyingWebhook(new Prng(o.seed, `webhook/${name}`), [gcUser]);
+    await webhook.start(admin);
+    cleanups.push(() => webhook.stop(admin));
 
-    const history = new History((obj: KubeObject) =>
-      SOAK_NAMESPACES.includes(obj.metadata.namespace ?? ''),
+    // The soak's namespaces, and the cluster-scoped objects the workload made (its label: the
+    // cluster's own ClusterRoles are none of its business).
+    const history = new History(
+      (obj: KubeObject) =>
+        SOAK_NAMESPACES.includes(obj.metadata.namespace ?? '') ||
+        (obj.metadata.namespace === undefined && obj.metadata.labels?.[SOAK_LABEL] === 'true'),
     );
     const clock = new RevisionClock();
     const recorder = new Recorder(watcher, RESOURCES, history, clock, (l) => log(`history: ${l}`));
@@ -447,6 +459,11 @@ async function runContender(
         })();
         await Promise.all([workload.run(start + phase.durationMs, phase.index), faultRun]);
         if (phase.index === lastWork) {
+          // A flap cut short (a fault) must not leave the Gadgets' kind away for good: their
+          // dependents would wait for it (upstream's too).
+          await ensureGadgetCrd(admin).catch((err: unknown) =>
+            log(`${name}: the Gadget CRD is not back: ${(err as Error).message}`),
+          );
           stoppedAt = Date.now();
           log(
             `${name}: workload stopped; waiting for quiescence (at most ${QUIESCENCE_MS / 1000} s)`,
@@ -600,7 +617,7 @@ async function runContender(
       endedAt,
       replicas,
       schedule,
-      ops: tally(workload.ops),
+      ops: tally(new Map([...workload.ops, ...webhook.counts])),
       scenarios: tally(workload.scenarios),
       workloadErrors: tally(workload.errors),
       workloadErrorSamples: Object.fromEntries(workload.errorSamples),

@@ -6,9 +6,11 @@
 import type { History, RevisionClock } from './history.ts';
 import { KubeError, statusOf, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
+import { Shapes, pickShape } from './shapes.ts';
 import {
   CRD_GROUP,
   HOLD,
+  SOAK_LABEL,
   apiVersionOf,
   collectionPath,
   objectPath,
@@ -40,13 +42,15 @@ export const SCENARIOS = {
   foregroundThenOrphan: 12,
   /** Deployments, Jobs and CronJobs, whose controllers make the dependents. */
   builtin: 12,
+  /** Odd but legal shapes (shapes.ts): shared UIDs, self-references, names needing escaping, cluster scope, a CRD that goes. */
+  shape: 14,
   /** Deletes objects left without owners (keeps the population bounded). */
   janitor: 6,
 } as const;
 type Scenario = keyof typeof SCENARIOS;
 
 const SIMPLE = ['configmaps', 'secrets', 'widgets'] as const;
-const LABEL = 'soak.kubegc.io/object';
+const LABEL = SOAK_LABEL;
 const IMAGE = 'registry.invalid/soak:1';
 
 export interface WorkloadOptions {
@@ -75,9 +79,15 @@ export class Workload {
   private readonly inUse = new Map<string, number>();
   private deadline = 0;
   private names = 0;
+  private readonly shapes: Shapes;
 
   constructor(o: WorkloadOptions) {
     this.o = o;
+    this.shapes = new Shapes(this, o.kube, o.namespaces);
+  }
+
+  countOp(op: string): void {
+    this.count(this.ops, op);
   }
 
   private count(map: Map<string, number>, key: string, n = 1): void {
@@ -130,7 +140,7 @@ export class Workload {
     return o;
   }
 
-  private release(objs: Obj[]): void {
+  release(objs: Obj[]): void {
     for (const o of objs) {
       const n = (this.inUse.get(o.uid) ?? 1) - 1;
       if (n <= 0) this.inUse.delete(o.uid);
@@ -139,9 +149,9 @@ export class Workload {
   }
 
   ref(o: Obj, p: Prng, opts: { block?: boolean; controller?: boolean } = {}): OwnerReference {
-    // Widgets are referenced in either served version.
+    // Widgets are referenced in either served version (Gadgets have only v1).
     const apiVersion =
-      o.r.group === CRD_GROUP ? `${CRD_GROUP}/${p.pick(['v1', 'v2'])}` : apiVersionOf(o.r);
+      o.r.resource === 'widgets' ? `${CRD_GROUP}/${p.pick(['v1', 'v2'])}` : apiVersionOf(o.r);
     return {
       apiVersion,
       kind: o.r.kind,
@@ -178,6 +188,12 @@ export class Workload {
         return { ...base, type: 'Opaque', stringData: { n: String(p.int(0, 999)) } };
       case 'widgets':
         return { ...base, spec: { size: p.int(1, 9) } };
+      case 'gadgets':
+        return { ...base, spec: { n: p.int(0, 999) } };
+      case 'roles':
+      case 'clusterroles':
+        // No rules: nothing to escalate (the GC may patch it without holding any permission).
+        return { ...base, rules: [] };
       case 'deployments':
         return {
           ...base,
@@ -377,6 +393,11 @@ export class Workload {
     return false;
   }
 
+  /** A deletion policy with the usual weights (for shapes.ts). */
+  policyOf(p: Prng): Policy {
+    return this.policy(p);
+  }
+
   private policy(
     p: Prng,
     weights = { Background: 4, Foreground: 3, Orphan: 2, default: 1 },
@@ -419,6 +440,11 @@ export class Workload {
         return this.foregroundThenOrphan(p, ns);
       case 'builtin':
         return this.builtin(p, ns);
+      case 'shape': {
+        const shape = pickShape(p);
+        this.count(this.scenarios, `shape: ${shape}`);
+        return this.shapes.run(shape, p, ns);
+      }
       case 'janitor':
         return this.janitor(p);
     }

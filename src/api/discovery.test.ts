@@ -4,7 +4,12 @@
 // KubeClient against a stand-in server.
 import http from 'node:http';
 import { listenAndConnect } from './stand-in-server.testing.ts';
-import { KUBE_APISERVER_STORAGE, localGroupVersions, resourceVersionStorage } from './discovery.ts';
+import {
+  KUBE_APISERVER_STORAGE,
+  discover,
+  localGroupVersions,
+  resourceVersionStorage,
+} from './discovery.ts';
 
 async function serve(status: number, body: unknown) {
   const paths: string[] = [];
@@ -108,5 +113,54 @@ describe('resourceVersionStorage', () => {
     ],
   ])('%s', (_, r, known, want) => {
     expect(resourceVersionStorage(r, known)).toBe(want);
+  });
+});
+
+describe('discover', () => {
+  test("a resource served only in a version other than its group's preferred one is preferred in that version (client-go's ServerPreferredResources)", async () => {
+    // Two CRDs of one group: widgets in v2 (preferred) and v1, gadgets in v1 only.
+    const resource = (name: string, kind: string, version: string) => ({
+      resource: name,
+      responseKind: { group: 'soak.kubegc.io', version, kind },
+      scope: 'Namespaced',
+      verbs: ['delete', 'get', 'list', 'watch'],
+    });
+    const server = http.createServer((req, res) => {
+      res.writeHead(200, {
+        'content-type': 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList',
+      });
+      const items =
+        req.url === '/apis'
+          ? [
+              {
+                metadata: { name: 'soak.kubegc.io' },
+                versions: [
+                  { version: 'v2', resources: [resource('widgets', 'Widget', 'v2')] },
+                  {
+                    version: 'v1',
+                    resources: [
+                      resource('widgets', 'Widget', 'v1'),
+                      resource('gadgets', 'Gadget', 'v1'),
+                    ],
+                  },
+                ],
+              },
+            ]
+          : [];
+      res.end(JSON.stringify({ kind: 'APIGroupDiscoveryList', items }));
+    });
+    const client = await listenAndConnect(server);
+    try {
+      const res = await discover(client);
+      expect(res.preferred.map((r) => `${r.resource}/${r.version}`).sort()).toEqual([
+        'gadgets/v1',
+        'widgets/v2',
+      ]);
+      expect(res.all).toHaveLength(3);
+    } finally {
+      client.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });

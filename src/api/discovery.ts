@@ -81,7 +81,12 @@ export async function discover(client: KubeClient): Promise<DiscoveryResult> {
         result.failedGroups.push(group);
         continue;
       }
-      versions.forEach((v, index) => {
+      // A resource's preferred version is the first of the group's versions (in preference
+      // order) that serves it, as client-go's ServerPreferredResources: a resource served only
+      // in a version other than the group's preferred one (a second CRD of a group whose other
+      // CRD has a newer version) is still watched.
+      const seen = new Set<string>();
+      versions.forEach((v) => {
         for (const r of v.resources ?? []) {
           if (r.resource.includes('/')) continue;
           const info: ResourceInfo = {
@@ -95,7 +100,8 @@ export async function discover(client: KubeClient): Promise<DiscoveryResult> {
           };
           if (!info.kind) continue;
           result.all.push(info);
-          if (index === 0) result.preferred.push(info);
+          if (!seen.has(info.resource)) result.preferred.push(info);
+          seen.add(info.resource);
         }
       });
     }
@@ -145,6 +151,8 @@ async function legacy(client: KubeClient, root: string, result: DiscoveryResult)
       const ordered = [...g.versions].sort(
         (a, b) => Number(b.version === preferred) - Number(a.version === preferred),
       );
+      // The first version (the preferred one first) serving each resource, as above.
+      const seen = new Set<string>();
       try {
         for (const v of ordered) {
           const rs = legacyResources(
@@ -155,7 +163,8 @@ async function legacy(client: KubeClient, root: string, result: DiscoveryResult)
             }),
           );
           result.all.push(...rs);
-          if (v.version === preferred) result.preferred.push(...rs);
+          for (const r of rs) if (!seen.has(r.resource)) result.preferred.push(r);
+          for (const r of rs) seen.add(r.resource);
         }
       } catch {
         result.failedGroups.push(g.name);

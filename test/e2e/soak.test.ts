@@ -3,7 +3,10 @@
 // proxy to the API server), and one of each of six faults (apiserver restart,
 // etcd compaction, leader SIGSTOP, mid-list connection cuts, a 429 squeeze, a
 // TCP reset of the connections; one per 20 s slot), on a control plane of its own in .cluster-soak-ci (started and torn down
-// here; the shared e2e cluster is not touched). Fails on any I1–I4 violation;
+// here; the shared e2e cluster is not touched). The workload includes the odd but
+// legal shapes (soak/lib/shapes.ts: shared UIDs, self-references, cluster scope,
+// names that need escaping, a CRD deleted and created again) and the webhook that
+// refuses some of the GC's writes (soak/lib/webhook.ts). Fails on any I1–I4 violation;
 // the full soak is `npm run soak` (soak/README.md).
 import { readFile } from 'node:fs/promises';
 import { logFile } from '../../cluster/controlplane.ts';
@@ -64,6 +67,13 @@ test(
     // The restarted replicas' start-up lists were cut mid-stream.
     expect(r.faults.find((f) => f.kind === 'net-cut-list')?.cuts).toBeGreaterThan(0);
     expect(r.gcDeletes.total).toBeGreaterThan(50);
+    // The shapes ran (several kinds of them), and the webhook refused some of the GC's writes.
+    const shapes = Object.keys(r.scenarios).filter((k) => k.startsWith('shape: '));
+    expect(shapes.length).toBeGreaterThanOrEqual(5);
+    const refused = Object.entries(r.ops).filter(
+      ([k]) => k.startsWith('webhook: ') && !k.endsWith(' allowed'),
+    );
+    expect(refused.reduce((n, [, v]) => n + v, 0)).toBeGreaterThan(0);
   },
   15 * 60_000,
 );

@@ -3,6 +3,7 @@
 // KubeClient (keep-alive agents), with no client-side rate limit.
 import { KubeClient, loadKubeConfig } from '../../src/api/client.ts';
 import type { OwnerReference } from '../../src/api/resources.ts';
+import { crdManifest } from '../../test/support/crd.ts';
 
 /** A client without a client-side limit: the benchmark must never be its own bottleneck. */
 export async function benchClient(kubeconfig: string): Promise<KubeClient> {
@@ -264,26 +265,7 @@ export async function ensureWidgetCrd(client: KubeClient): Promise<void> {
   const path = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
   try {
     await client.request('POST', path, {
-      body: {
-        apiVersion: 'apiextensions.k8s.io/v1',
-        kind: 'CustomResourceDefinition',
-        metadata: { name: WIDGET_CRD },
-        spec: {
-          group: WIDGET_GROUP,
-          scope: 'Namespaced',
-          names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
-          versions: [
-            {
-              name: 'v1',
-              served: true,
-              storage: true,
-              schema: {
-                openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-              },
-            },
-          ],
-        },
-      },
+      body: crdManifest({ group: WIDGET_GROUP, plural: 'widgets', kind: 'Widget' }),
     });
   } catch (err) {
     if ((err as { status?: number }).status !== 409) throw err;

@@ -9,6 +9,7 @@
 // drive the workload's own helpers.
 import { KubeError, waitUntil, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
+import { crdManifest } from '../../test/support/crd.ts';
 import { CRD_GROUP, GADGET_CRD_NAME, collectionPath, resourceDef } from './resources.ts';
 import type { Obj, Workload } from './workload.ts';
 
@@ -92,26 +93,7 @@ export function withKind(ref: OwnerReference, kind: 'ConfigMap' | 'Secret'): Own
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-const GADGET_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: GADGET_CRD_NAME },
-  spec: {
-    group: CRD_GROUP,
-    scope: 'Namespaced',
-    names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget', listKind: 'GadgetList' },
-    versions: [
-      {
-        name: 'v1',
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-        },
-      },
-    ],
-  },
-};
+const GADGET_CRD = crdManifest({ group: CRD_GROUP, plural: 'gadgets', kind: 'Gadget' });
 
 const CRD_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
 

@@ -17,6 +17,7 @@ import {
   KUBEGC_USER,
   mintServiceAccountKubeconfig,
 } from '../../test/support/service-account.ts';
+import { crdManifest } from '../../test/support/crd.ts';
 import { auditTimeMs, readAuditLog, WRITE_VERBS, type AuditEvent } from './audit.ts';
 import {
   DEFAULT_TIMING,
@@ -53,7 +54,7 @@ import {
   type Violation,
 } from './oracle.ts';
 import { Prng } from './prng.ts';
-import { CRD_GROUP, CRD_NAME, RESOURCES, SOAK_LABEL } from './resources.ts';
+import { CRD_GROUP, RESOURCES, SOAK_LABEL } from './resources.ts';
 import { ensureGadgetCrd } from './shapes.ts';
 import { DenyingWebhook } from './webhook.ts';
 import { planSchedule, type ContenderName, type FaultKind, type Schedule } from './schedule.ts';
@@ -135,22 +136,8 @@ export interface SoakResult {
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const tally = (m: Map<string, number>): Record<string, number> => Object.fromEntries([...m].sort());
 
-const CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: CRD_NAME },
-  spec: {
-    group: CRD_GROUP,
-    scope: 'Namespaced',
-    names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
-    versions: ['v1', 'v2'].map((name) => ({
-      name,
-      served: true,
-      storage: name === 'v1',
-      schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-    })),
-  },
-};
+// Widgets are stored in v1 and served in v1 and v2 (v2 preferred unless a fault takes it away).
+const CRD = crdManifest({ group: CRD_GROUP, plural: 'widgets', kind: 'Widget' }, ['v1', 'v2']);
 
 async function setUp(admin: Kube): Promise<void> {
   for (const ns of [...SOAK_NAMESPACES, LEASE.namespace]) {

@@ -8,6 +8,7 @@ import { createLogger, type Level, type Logger } from '../log.ts';
 import { ContainerGarbageCollector } from '../node/container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
 import { ImageGarbageCollector } from '../node/image-gc.ts';
+import { imagePatternProblem } from '../node/image-refs.ts';
 import {
   DEFAULT_IMAGE_GC_POLICY,
   imageGcDisabled,
@@ -106,8 +107,11 @@ export const NODE_FLAGS: FlagSpecs = {
   },
   'pinned-images': {
     kind: 'list',
-    help: 'image globs never removed, e.g. registry.k8s.io/pause:*,*/critical/* (* spans / and :); a short name is normalised as image references are (hubkeep:* also matches docker.io/library/hubkeep:*)',
+    help: 'image globs never removed, e.g. registry.k8s.io/pause:*,*/critical/* (* spans / and :); compared as written and as the runtimes normalise references (nginx:*, docker.io/nginx:* and index.docker.io/library/nginx:* all match docker.io/library/nginx:1.25; a tag+digest pattern matches the digest and the tag); a pattern without wildcards that is not a valid reference or image ID is a usage error',
     default: '',
+    // A pattern no image can match pins nothing, silently: refuse it.
+    validate: (v) =>
+      Array.isArray(v) ? v.map(imagePatternProblem).find((p) => p?.certain)?.message : undefined,
   },
   'pod-infra-container-image': {
     kind: 'string',
@@ -254,6 +258,10 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const dryRun = flags['dry-run'] as boolean;
   const once = flags.once as boolean;
   const log = createLogger(flags['log-level'] as Level);
+  const pinnedImages = flags['pinned-images'] as string[];
+  // Globs are checked by trying typical expansions, which can miss: a warning, not a refusal.
+  for (const problem of pinnedImages.map(imagePatternProblem))
+    if (problem) log.warn(`--pinned-images: ${problem.message}`);
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -277,7 +285,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     runtime,
     {
       policy: imagePolicy,
-      pinnedImages: flags['pinned-images'] as string[],
+      pinnedImages,
       sandboxImage: (flags['pod-infra-container-image'] as string | undefined) || undefined,
       maxRemovalsPerRun: flags['max-removals-per-run'] as number,
       stateFile: flags['state-file'] as string,

@@ -2,7 +2,7 @@
 // pure functions: validation, disk usage arithmetic, what is protected, the
 // age pass, and the least-recently-used order of the space pass. The CRI calls
 // and disk measurements live in image-gc.ts.
-import { imageNames, normalizeImageRef, type ImageMatcher } from './image-refs.ts';
+import { imageNames, imageRefNames, type ImageMatcher } from './image-refs.ts';
 
 export interface ImageGcPolicy {
   /** Usage (percent of the image filesystem) at or above which the space pass runs. */
@@ -120,11 +120,8 @@ export function imagesInUse(
 ): Set<string> {
   const used = new Set<string>();
   for (const c of containers) {
-    for (const ref of [c.imageId, c.imageRef, c.image]) {
-      if (!ref) continue;
-      used.add(ref);
-      used.add(normalizeImageRef(ref));
-    }
+    for (const ref of [c.imageId, c.imageRef, c.image])
+      if (ref) for (const name of imageRefNames(ref)) used.add(name);
   }
   return used;
 }
@@ -140,10 +137,7 @@ export function imagesOfRunnablePods(
   const out = new Set<string>();
   for (const p of pods) {
     if (p.phase === 'Succeeded' || p.phase === 'Failed') continue;
-    for (const ref of p.images) {
-      out.add(ref);
-      out.add(normalizeImageRef(ref));
-    }
+    for (const ref of p.images) for (const name of imageRefNames(ref)) out.add(name);
   }
   return out;
 }
@@ -175,7 +169,7 @@ export type ProtectionReason = 'in-use' | 'pinned-by-runtime' | 'sandbox-image' 
 
 export interface ProtectionContext {
   inUse: Set<string>;
-  /** Normalized references of the sandbox (pause) image. */
+  /** The sandbox (pause) image's reference in every form (imageRefNames). */
   sandboxImages: Set<string>;
   pinnedImages: ImageMatcher;
 }
@@ -191,8 +185,7 @@ export function protectionOf(image: ImageInfo, ctx: ProtectionContext): Protecti
   const names = imageNames(image);
   if (names.some((n) => ctx.inUse.has(n))) return { reason: 'in-use' };
   if (image.pinned) return { reason: 'pinned-by-runtime' };
-  if (names.some((n) => ctx.sandboxImages.has(n) || ctx.sandboxImages.has(normalizeImageRef(n))))
-    return { reason: 'sandbox-image' };
+  if (names.some((n) => ctx.sandboxImages.has(n))) return { reason: 'sandbox-image' };
   const pattern = ctx.pinnedImages.match(names);
   if (pattern !== undefined) return { reason: 'pinned-images', pattern };
   return undefined;

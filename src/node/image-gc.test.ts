@@ -204,6 +204,70 @@ describe('images of pods bound to this node', () => {
     expect(res.removed.map((x) => x.id)).toEqual([hex('o')]);
   });
 
+  // As containerd reports an image pulled by tag (with its digest) and one
+  // pulled by tag+digest (digest only: ParseDockerRef drops the tag).
+  const digest = (c: string): string => `sha256:${hex(c)}`;
+  const spelled = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 85 * MB)
+      .addImage({
+        id: hex('t'),
+        repoTags: ['docker.io/library/nginx:1.25'],
+        repoDigests: [`docker.io/library/nginx@${digest('1')}`],
+        layers: { t: 5 * MB },
+      })
+      .addImage({
+        id: hex('d'),
+        repoDigests: [`docker.io/library/redis@${digest('2')}`],
+        layers: { d: 5 * MB },
+      })
+      .addImage({ id: hex('o'), repoTags: ['docker.io/library/old:1'], layers: { o: 5 * MB } });
+
+  test.each([
+    ['docker.io/nginx:1.25', `redis:7@${digest('2')}`],
+    ['index.docker.io/library/nginx:1.25', `docker.io/redis@${digest('2')}`],
+    [`nginx:1.25@${digest('1')}`, `index.docker.io/redis:7@${digest('2')}`],
+  ])(
+    'a Pending pod naming %s and %s protects the images the runtime reports under the normalised names',
+    async (...refs) => {
+      const r = spelled();
+      const c = collector(r, {
+        pods: podLister([{ uid: 'p1', phase: 'Pending', evicted: false, images: refs }]),
+      });
+      await aged(c, r);
+      const res = await c.gc.run();
+      expect(res.removed.map((x) => x.id)).toEqual([hex('o')]);
+      expect([...r.images.keys()].sort()).toEqual([hex('d'), hex('t')]);
+    },
+  );
+
+  test.each([
+    ['docker.io/nginx:*', `docker.io/redis@${digest('2')}`],
+    ['docker.io/nginx:1.25', 'index.docker.io/redis@sha256:*'],
+    ['docker.io/library/nginx:1.*', `redis:7@${digest('2')}`],
+    [`nginx@${digest('1')}`, 'docker.io/redis*'],
+  ])('--pinned-images=%s,%s pins the images reported as docker.io/library/…', async (...pins) => {
+    const r = spelled();
+    const c = collector(r, { pinnedImages: pins });
+    await aged(c, r);
+    const res = await c.gc.run();
+    expect(res.removed.map((x) => x.id)).toEqual([hex('o')]);
+    expect([...r.images.keys()].sort()).toEqual([hex('d'), hex('t')]);
+  });
+
+  test('--pinned-images=docker.io/nginx pins docker.io/library/nginx:latest, not other tags', async () => {
+    const r = spelled().addImage({
+      id: hex('l'),
+      repoTags: ['docker.io/library/nginx:latest'],
+      layers: { l: 5 * MB },
+    });
+    r.otherUsedBytes = 80 * MB; // full: every unprotected image must go
+    const c = collector(r, { pinnedImages: ['docker.io/nginx'] });
+    await aged(c, r);
+    const res = await c.gc.run();
+    expect(res.removed.map((x) => x.id).sort()).toEqual([hex('d'), hex('o'), hex('t')]);
+    expect([...r.images.keys()]).toEqual([hex('l')]);
+  });
+
   test('without the pod list the pass goes on, protected by the minimum age only (and says so)', async () => {
     const r = rt();
     const c = collector(r, {

@@ -22,7 +22,7 @@ import {
   type ImageGcPolicy,
   type ImageRecords,
 } from './image-gc-policy.ts';
-import { globMatcher, normalizeImageRef } from './image-refs.ts';
+import { globMatcher, imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
 import type { PodLister } from './pods.ts';
 import type { NodeEvents } from './node-events.ts';
@@ -216,7 +216,7 @@ export class ImageGarbageCollector {
 
   private sandboxImages(images: CriImage[]): Set<string> {
     const configured = this.opts.sandboxImage ?? this.runtime.info?.sandboxImage;
-    if (configured) return new Set([configured, normalizeImageRef(configured)]);
+    if (configured) return new Set(imageRefNames(configured));
     // containerd ≥ 1.7 and CRI-O mark their sandbox image pinned; trust that.
     if (images.some((i) => i.pinned)) {
       if (!this.warnedPinnedSandbox) {

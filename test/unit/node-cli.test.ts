@@ -89,6 +89,14 @@ test.each([
     /no API access for the metrics port .* pass --metrics-secure=false or --metrics-bind-address=0/,
   ],
   [['extra'], /unexpected argument "extra"/],
+  [
+    ['--pinned-images', 'registry.k8s.io/pause:*,NGINX:1.25'],
+    /--pinned-images: "NGINX:1.25" can never match an image: .*repository name \(library\/NGINX\) must be lowercase/,
+  ],
+  [
+    ['--pinned-images', 'nginx:1.25@sha256:abc'],
+    /--pinned-images: "nginx:1.25@sha256:abc" can never match an image/,
+  ],
 ])('kubegc node %p is a usage error (one line, exit code 2)', async (args, message) => {
   const err = await nodeCommand(args).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(UsageError);
@@ -126,4 +134,27 @@ test('--once against a missing socket: one clear error line per pass, exit code 
       /cannot reach the container runtime at unix:\/\/\/nonexistent\/kubegc-test.sock: .*ENOENT/,
     );
   }
+});
+
+test('a --pinned-images glob no image can match is a warning at start', () => {
+  const r = kubegc(
+    'node',
+    '--once',
+    '--pinned-images',
+    'https://registry.example.com/*,registry.k8s.io/pause:*',
+    '--cri-endpoint',
+    'unix:///nonexistent/kubegc-test.sock',
+    '--runtime-request-timeout',
+    '2s',
+  );
+  const warnings = r.stderr
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { level: string; msg: string })
+    .filter((l) => l.level === 'warn');
+  expect(warnings.map((w) => w.msg)).toEqual([
+    expect.stringMatching(
+      /^--pinned-images: "https:\/\/registry.example.com\/\*" seems to match no image/,
+    ),
+  ]);
 });

@@ -3,6 +3,7 @@
 // age pass, and the least-recently-used order of the space pass. The CRI calls
 // and disk measurements live in image-gc.ts.
 import { imageNames, imageRefNames, type ImageMatcher } from './image-refs.ts';
+import { isTerminated, type NodePod } from './pods.ts';
 
 export interface ImageGcPolicy {
   /** Usage (percent of the image filesystem) at or above which the space pass runs. */
@@ -127,17 +128,34 @@ export function imagesInUse(
 }
 
 /**
- * The image references of pods bound to the node that may still start a
- * container (not Succeeded or Failed), as written and normalised: an image
- * pulled for such a pod is in use before its container exists.
+ * The image references pods bound to the node still need, as written and
+ * normalised. Every image of a pod that may still start a container (not
+ * Succeeded or Failed): an image pulled for it is in use before its container
+ * exists. And the images of a pod's image volumes while it may still start a
+ * container or has one on the node in any state (`podUidsWithContainers`, the
+ * runtime's pod UID labels): the kubelet v1.35's image GC
+ * (image_gc_manager.go, detectImages → handleImageVolumes, ImageVolume gate
+ * beta and on by default) counts an image in use when the ContainerStatus of
+ * a container the runtime lists, running or exited, has a mount of that
+ * image; kubegc, which sees no mounts in ListContainers, reads them from the
+ * pod. Unlike the kubelet, it also keeps them before the pod's first
+ * container exists, as it does container images.
  */
-export function imagesOfRunnablePods(
-  pods: readonly { phase: string; images: readonly string[] }[],
+export function imagesOfNodePods(
+  pods: readonly NodePod[],
+  podUidsWithContainers: ReadonlySet<string>,
 ): Set<string> {
   const out = new Set<string>();
+  const add = (refs: readonly string[]): void => {
+    for (const ref of refs) for (const name of imageRefNames(ref)) out.add(name);
+  };
   for (const p of pods) {
-    if (p.phase === 'Succeeded' || p.phase === 'Failed') continue;
-    for (const ref of p.images) for (const name of imageRefNames(ref)) out.add(name);
+    const runnable = !isTerminated(p);
+    if (runnable) add(p.images);
+    const hasContainers = [p.uid, p.mirrorOf].some(
+      (uid) => uid !== undefined && podUidsWithContainers.has(uid),
+    );
+    if (runnable || hasContainers) add(p.volumeImages ?? []);
   }
   return out;
 }

@@ -282,6 +282,77 @@ describe('images of pods bound to this node', () => {
   });
 });
 
+describe('images of image volumes (KEP-4639): mounted, named by no container', () => {
+  // The app image is used by the containers; the volume images by no container.
+  const rt = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 80 * MB)
+      .addImage({ id: hex('a'), repoTags: ['docker.io/library/app:1'], layers: { a: 5 * MB } })
+      .addImage({ id: hex('v'), repoTags: ['docker.io/team/data:1'], layers: { v: 5 * MB } })
+      .addImage({ id: hex('j'), repoTags: ['docker.io/library/job-data:1'], layers: { j: 5 * MB } })
+      .addImage({
+        id: hex('g'),
+        repoTags: ['docker.io/library/gone-data:1'],
+        layers: { g: 5 * MB },
+      });
+  const pods: NodePod[] = [
+    {
+      uid: 'web',
+      phase: 'Running',
+      evicted: false,
+      images: ['app:1'],
+      volumeImages: ['team/data:1'],
+    },
+    // A finished Job whose exited container is still on the node: the kubelet
+    // sees the mount in its ContainerStatus and keeps the image.
+    {
+      uid: 'job',
+      phase: 'Succeeded',
+      evicted: false,
+      images: ['app:1'],
+      volumeImages: ['docker.io/job-data:1'],
+    },
+    // A finished pod whose containers are gone: nothing mounts its volume image.
+    {
+      uid: 'done',
+      phase: 'Failed',
+      evicted: false,
+      images: ['app:1'],
+      volumeImages: ['gone-data:1'],
+    },
+  ];
+
+  test('the image volumes of a running pod and of a terminated pod whose exited container remains are kept; that of a terminated pod without containers goes', async () => {
+    const r = rt()
+      .addPodContainer('web-1', 'web', 'app', 'running', NOW - HOUR)
+      .addPodContainer('job-1', 'job', 'app', 'exited', NOW - HOUR);
+    const c = collector(r, { pods: podLister(pods) });
+    await aged(c, r);
+    const res = await c.gc.run();
+    // Full disk: every image not in use goes, least recently used first.
+    expect(res.removed.map((x) => x.id)).toEqual([hex('g')]);
+    expect([...r.images.keys()].sort()).toEqual([hex('a'), hex('j'), hex('v')].sort());
+  });
+
+  test('a Pending pod before its first container: its image volume is kept', async () => {
+    const r = rt();
+    const c = collector(r, {
+      pods: podLister([
+        {
+          uid: 'p',
+          phase: 'Pending',
+          evicted: false,
+          images: [],
+          volumeImages: ['index.docker.io/team/data:1'],
+        },
+      ]),
+    });
+    await aged(c, r);
+    const res = await c.gc.run();
+    expect(res.removed.map((x) => x.id).sort()).toEqual([hex('a'), hex('g'), hex('j')].sort());
+    expect([...r.images.keys()]).toEqual([hex('v')]);
+  });
+});
+
 describe('image ages and a fresh pull under a known ID', () => {
   const one = (): FakeRuntime =>
     new FakeRuntime(100 * MB, 85 * MB).addImage({

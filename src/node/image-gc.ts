@@ -4,10 +4,11 @@
 // actually freed.
 import type { Logger } from '../log.ts';
 import type { CriClient, CriImage } from './cri/client.ts';
+import { POD_UID_LABEL } from './container-gc-policy.ts';
 import {
   bytesToFree,
   imagesInUse,
-  imagesOfRunnablePods,
+  imagesOfNodePods,
   notePresentImages,
   recordsLoaded,
   InvalidDiskCapacityError,
@@ -24,7 +25,7 @@ import {
 } from './image-gc-policy.ts';
 import { globMatcher, imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
-import type { PodLister } from './pods.ts';
+import type { NodePod, PodLister } from './pods.ts';
 import type { NodeEvents } from './node-events.ts';
 import type { RuntimeConnection } from './runtime.ts';
 import { loadStateFile, saveStateFile } from './state-file.ts';
@@ -45,8 +46,9 @@ export interface ImageGcOptions {
   stateFile?: string;
   dryRun: boolean;
   /**
-   * This node's pods from the API: the images of those not yet terminated are
-   * in use even before their containers exist. Undefined without API access.
+   * This node's pods from the API: the images of those not yet terminated
+   * (their containers' and image volumes') are in use even before their
+   * containers exist (imagesOfNodePods). Undefined without API access.
    */
   pods?: PodLister;
   /** How often, at most, containers are listed again before a removal (default 1 s). */
@@ -165,9 +167,12 @@ export class ImageGarbageCollector {
     await this.loadState();
     // Pods first: an image pulled for a pod listed here, whose container is
     // created after the runtime's list, is still seen in use.
-    const podImages = await this.podImages();
+    const pods = await this.nodePods();
     const [images, containers] = await Promise.all([client.listImages(), client.listContainers()]);
-    this.podImagesInUse = podImages;
+    this.podImagesInUse = imagesOfNodePods(
+      pods,
+      new Set(containers.flatMap((c) => c.labels[POD_UID_LABEL] ?? [])),
+    );
     this.inUse = this.withPodImages(imagesInUse(containers));
     this.records = updateImageRecords(this.records, images, this.inUse, this.now());
     return images;
@@ -198,20 +203,19 @@ export class ImageGarbageCollector {
     return inUse;
   }
 
-  /** References named by pods bound to this node that are not terminated (empty if unknown). */
-  private async podImages(): Promise<Set<string>> {
-    const out = new Set<string>();
-    if (!this.opts.pods) return out;
+  /** This node's pods (none if unknown: their images are then protected by the minimum age only). */
+  private async nodePods(): Promise<NodePod[]> {
+    if (!this.opts.pods) return [];
     try {
-      for (const ref of imagesOfRunnablePods(await this.opts.pods.nodePods())) out.add(ref);
+      return await this.opts.pods.nodePods();
     } catch (err) {
       this.metrics.errors.inc({ gc: 'image', kind: 'api' });
       this.log.warn(
-        "cannot list this node's pods; images of pods whose containers do not exist yet are protected only by --image-minimum-gc-age this pass",
+        "cannot list this node's pods; images of pods whose containers do not exist yet, and of their image volumes, are protected only by --image-minimum-gc-age this pass",
         { error: (err as Error).message },
       );
+      return [];
     }
-    return out;
   }
 
   private sandboxImages(images: CriImage[]): Set<string> {

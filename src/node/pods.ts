@@ -1,7 +1,8 @@
 // This node's pods as the API server knows them: for "containers of pods
 // deleted from the API" (the kubelet's allSourcesReady + pod manager), for
 // evicted and terminated pods (whose dead containers the kubelet removes while
-// the Pod object still exists), and for the images pods bound here will run.
+// the Pod object still exists), and for the images pods bound here will run
+// or mount (image volumes).
 // Only a complete list counts: any failure means "unknown", and nothing is
 // removed on the strength of it. Each pod is reduced to these few fields as
 // its page arrives; no object is kept.
@@ -18,6 +19,11 @@ export interface NodePod {
   evicted: boolean;
   /** Every image its containers, init containers and ephemeral containers name. */
   images: string[];
+  /**
+   * The images its image volumes mount (KEP-4639, `spec.volumes[].image.reference`):
+   * no container names them, and CRI ListContainers shows no mounts.
+   */
+  volumeImages?: string[];
 }
 
 export interface PodLister {
@@ -54,6 +60,7 @@ interface RawPod {
     containers?: { image?: string }[];
     initContainers?: { image?: string }[];
     ephemeralContainers?: { image?: string }[];
+    volumes?: { image?: { reference?: string } }[];
   };
   status?: { phase?: string; reason?: string };
 }
@@ -64,6 +71,9 @@ export function toNodePod(p: RawPod): NodePod | undefined {
   const images = new Set<string>();
   for (const list of [p.spec?.containers, p.spec?.initContainers, p.spec?.ephemeralContainers])
     for (const c of list ?? []) if (c.image) images.add(c.image);
+  const volumeImages = new Set<string>();
+  for (const v of p.spec?.volumes ?? [])
+    if (v.image?.reference) volumeImages.add(v.image.reference);
   const phase = p.status?.phase ?? 'Pending';
   const mirrorOf = p.metadata?.annotations?.[MIRROR_POD_ANNOTATION];
   return {
@@ -72,6 +82,7 @@ export function toNodePod(p: RawPod): NodePod | undefined {
     phase,
     evicted: phase === 'Failed' && p.status?.reason === 'Evicted',
     images: [...images],
+    ...(volumeImages.size ? { volumeImages: [...volumeImages] } : {}),
   };
 }
 

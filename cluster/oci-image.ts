@@ -138,6 +138,8 @@ export interface BuiltImage {
   name: string;
   /** The CRI image ID: the digest of the image config. */
   id: string;
+  /** The digest of its manifest: what `name@digest` names, as a pull by digest records it. */
+  manifestDigest: string;
   /** Bytes of all the image's blobs (config, manifest, layers). */
   contentBytes: number;
 }
@@ -196,6 +198,7 @@ export function ociArchive(images: ImageSpec[]): { archive: Buffer; images: Buil
     built.push({
       name: img.name,
       id: configDigest,
+      manifestDigest,
       contentBytes:
         config.length + manifest.length + img.layers.reduce((n, l) => n + l.blob.length, 0),
     });

@@ -20,7 +20,12 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { ensurePackages, TEST_PACKAGES } from '../../cluster/packages.ts';
-import { CriClient, type ContainerState, type CriSandbox } from '../../src/node/cri/client.ts';
+import {
+  CriClient,
+  CriError,
+  type ContainerState,
+  type CriSandbox,
+} from '../../src/node/cri/client.ts';
 import type { FsStats } from '../../src/node/image-gc-policy.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
 import {
@@ -106,6 +111,12 @@ export interface TestContainerd {
   logFile: string;
   importImages(specs: ImageSpec[]): Promise<BuiltImage[]>;
   imageIds(): Promise<Set<string>>;
+  /**
+   * The ID of the image containerd's CRI resolves a reference to (ImageStatus,
+   * which the kubelet asks before it pulls), or undefined: no such image, or a
+   * reference it refuses.
+   */
+  resolveImage(ref: string): Promise<string | undefined>;
   containerIds(): Promise<Set<string>>;
   sandboxIds(): Promise<Set<string>>;
   fs(): Promise<FsStats>;
@@ -292,6 +303,17 @@ state = "${state}"
     logFile,
     importImages,
     imageIds,
+    async resolveImage(ref) {
+      try {
+        const r = await cri.call<{ image?: { id?: string } | null }>(cri.images, 'ImageStatus', {
+          image: { image: ref },
+        });
+        return r.image?.id || undefined;
+      } catch (err) {
+        if (err instanceof CriError) return undefined;
+        throw err;
+      }
+    },
     containerIds: async () => new Set((await cri.listContainers()).map((c) => c.id)),
     sandboxIds: async () => new Set((await cri.listSandboxes()).map((s) => s.id)),
     fs: () => statFilesystem(root),

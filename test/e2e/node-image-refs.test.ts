@@ -5,7 +5,10 @@
 // also the image its tag alone resolves to (kept on purpose, erring on the
 // side of keeping). The images carry the names containerd records for pulls:
 // `docker.io/library/…:tag` plus `…@digest` for a pull by tag, `…@digest` only
-// for a pull by tag+digest.
+// for a pull by tag+digest. And an image volume's image (KEP-4639) is kept
+// while its pod may still run or a container of it remains, read from the pod
+// through the API (pods here are on no kubelet, and containerd 1.6 mounts no
+// image volumes: the mount itself is not exercised).
 import { ociArchive, randomLayer, type BuiltImage, type Layer } from '../../cluster/oci-image.ts';
 import { e2e } from '../support/e2e.ts';
 import { fileContainerd } from '../support/containerd.ts';
@@ -231,4 +234,79 @@ test('--pinned-images=<an image ID prefix>* pins that image', async () => {
   const pattern = `${idOf('A').slice(0, 'sha256:'.length + 8)}*`;
   const run = await runNodeOnce(h, [...EVERYTHING, '--pinned-images', pattern]);
   expect(await keptBy(run)).toEqual(['A']);
+});
+
+test("image volumes' images (KEP-4639), named in any spelling: kept while the pod is pending or a terminated pod's container remains; one no pod needs goes", async () => {
+  const [data, jobData, doneData, other] = await h.importImages(
+    ['team/refs-data:1', 'team/refs-job-data:1', 'team/refs-done-data:1', 'team/refs-other:1'].map(
+      (n) => ({ name: `docker.io/${n}`, layers: [randomLayer(64 * KiB)] }),
+    ),
+  );
+  if (!data || !jobData || !doneData || !other) throw new Error('images not built');
+  const ns = await namespace('node-refs-vol');
+  const podWithVolume = async (name: string, reference: string, phase?: string) => {
+    const pod = await c.core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: { name },
+        spec: {
+          nodeName: node.name,
+          restartPolicy: 'Never',
+          containers: [
+            {
+              name: 'app',
+              image: h.pause.name,
+              volumeMounts: [{ name: 'data', mountPath: '/data' }],
+            },
+          ],
+          volumes: [{ name: 'data', image: { reference, pullPolicy: 'IfNotPresent' } }],
+        },
+      },
+    });
+    // The API server keeps the field (the ImageVolume gate is on by default in v1.35).
+    expect(pod.spec?.volumes?.[0]?.image?.reference).toBe(reference);
+    if (phase)
+      await c.core.replaceNamespacedPodStatus({
+        namespace: ns,
+        name,
+        body: { ...pod, status: { phase } },
+      });
+    return pod;
+  };
+  await podWithVolume('pending', 'index.docker.io/team/refs-data:1');
+  // A finished Job whose exited container is still on the node (the kubelet,
+  // seeing the mount in its ContainerStatus, keeps the image too).
+  const job = await podWithVolume('job', 'docker.io/team/refs-job-data:1', 'Succeeded');
+  const sandbox = await h.runPod({ name: 'job', namespace: ns, uid: job.metadata?.uid ?? '' });
+  const exited = await h.runContainer(
+    sandbox,
+    { name: 'app', image: h.pause.name, command: ['/bin/true'] },
+    'exited',
+  );
+  await h.stopPod(sandbox);
+  // A finished pod whose containers are gone: nothing mounts its image any more.
+  await podWithVolume('done', 'team/refs-done-data:1', 'Failed');
+
+  // A real pass (no dry run): every image not protected goes.
+  const run = await runNodeOnce(h, [
+    '--image-minimum-gc-age',
+    '0',
+    '--image-gc-high-threshold',
+    '1',
+    '--image-gc-low-threshold',
+    '0',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--node-name',
+    node.name,
+  ]);
+  expect(run.logged('container GC pass done')[0]?.podsKnown).toBe(true);
+  // The Job's container is the newest of its (pod, container): kept.
+  expect(await h.containerIds()).toEqual(new Set([exited]));
+  const left = await h.imageIds();
+  for (const kept of [data, jobData]) expect(left).toContain(kept.id);
+  for (const gone of [doneData, other]) expect(left).not.toContain(gone.id);
+  expect(run.removedImages()).toEqual(expect.arrayContaining([doneData.id, other.id]));
+  for (const name of ['pending', 'job', 'done'])
+    await c.core.deleteNamespacedPod({ namespace: ns, name, gracePeriodSeconds: 0 });
 });

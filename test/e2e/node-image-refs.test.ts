@@ -12,7 +12,7 @@
 import { ociArchive, randomLayer, type BuiltImage, type Layer } from '../../cluster/oci-image.ts';
 import { e2e } from '../support/e2e.ts';
 import { fileContainerd } from '../support/containerd.ts';
-import { runNodeOnce, type NodeRun } from '../support/kubegc-node.ts';
+import { EVERY_UNPROTECTED_IMAGE, runNodeOnce, type NodeRun } from '../support/kubegc-node.ts';
 import { nodeObject, times } from '../support/objects.ts';
 
 const KiB = 1024;
@@ -103,16 +103,8 @@ async function containerdAnswers(): Promise<Record<string, string[]>> {
   return out;
 }
 
-// Every unprotected image would go: no minimum age, a threshold below any usage.
-const EVERYTHING = [
-  '--dry-run',
-  '--image-minimum-gc-age',
-  '0',
-  '--image-gc-high-threshold',
-  '1',
-  '--image-gc-low-threshold',
-  '0',
-];
+// Every unprotected image would go.
+const EVERYTHING = ['--dry-run', ...EVERY_UNPROTECTED_IMAGE];
 
 /** The imported images a dry run keeps (the pause image, the sandbox image, left out). */
 async function keptBy(run: NodeRun): Promise<string[]> {
@@ -289,12 +281,7 @@ test("image volumes' images (KEP-4639), named in any spelling: kept while the po
 
   // A real pass (no dry run): every image not protected goes.
   const run = await runNodeOnce(h, [
-    '--image-minimum-gc-age',
-    '0',
-    '--image-gc-high-threshold',
-    '1',
-    '--image-gc-low-threshold',
-    '0',
+    ...EVERY_UNPROTECTED_IMAGE,
     '--kubeconfig',
     cluster.kubeconfig,
     '--node-name',

@@ -4,7 +4,7 @@
 import path from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { fileContainerd } from '../support/containerd.ts';
-import { runNodeOnce } from '../support/kubegc-node.ts';
+import { EVERY_UNPROTECTED_IMAGE, runNodeOnce } from '../support/kubegc-node.ts';
 import { randomLayer } from '../../cluster/oci-image.ts';
 
 const IMAGES = 200;
@@ -38,12 +38,7 @@ test(`one image GC pass removes ${IMAGES} unused images; reported vs measured by
     '--state-file',
     stateFile,
     // After a load the minimum age counts again from the load: off here.
-    '--image-minimum-gc-age',
-    '0',
-    '--image-gc-high-threshold',
-    '1',
-    '--image-gc-low-threshold',
-    '0',
+    ...EVERY_UNPROTECTED_IMAGE,
   ]);
   const wallMs = Date.now() - started;
   const after = await h.fs();

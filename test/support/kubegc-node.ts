@@ -15,6 +15,19 @@ export interface NodeRun {
   imagePass(): LogLine;
 }
 
+/**
+ * Image GC flags under which a pass removes every image nothing protects: no
+ * minimum age, a high threshold below any usage and a low one of 0.
+ */
+export const EVERY_UNPROTECTED_IMAGE = [
+  '--image-minimum-gc-age',
+  '0',
+  '--image-gc-high-threshold',
+  '1',
+  '--image-gc-low-threshold',
+  '0',
+];
+
 /** The flags every test run shares: this containerd, its log directories, no HTTP endpoints. */
 export function nodeArgs(h: TestContainerd, extra: string[]): string[] {
   return [

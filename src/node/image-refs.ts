@@ -111,7 +111,7 @@ function parse(ref: string, digestLength: boolean): ImageReference {
  * would resolve it to (ParseDockerRef: `@digest` when a digest is given, else
  * `:tag`, `:latest` without either) first, then — for tag and digest together —
  * the tagged name too, so that an image known only by that tag still matches
- * (protection errs on the side of keeping). An image ID stands for itself.
+ * (protection errs on the side of keeping).
  */
 function referenceForms(r: ImageReference): string[] {
   const name = `${r.domain}/${r.path}`;
@@ -210,11 +210,6 @@ export function imagePatternForms(pattern: string): string[] {
   if (at !== -1) forms.push(`${domain}/${repository}${remainder.slice(at)}`);
   if (at === -1 || hasTag) forms.push(`${domain}/${named}`);
   return [...new Set(forms)];
-}
-
-/** The first normalised form of a pattern (what it is compared as, beside itself). */
-export function normalizeImagePattern(pattern: string): string {
-  return imagePatternForms(pattern)[1] ?? pattern;
 }
 
 /**

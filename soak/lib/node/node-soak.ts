@@ -69,6 +69,10 @@ export interface NodeSoakOptions {
   contenders: NodeContender[];
   dir: string;
   keepCluster?: boolean;
+  /** kubegc's --image-maximum-gc-age in seconds (default 180; the quiet period at the end waits it out). */
+  maxAgeS?: number;
+  /** Exactly these faults, in this order, one per 40 s (default: seeded from every kind). */
+  faults?: NodeFault[];
   log?: (line: string) => void;
 }
 
@@ -99,7 +103,7 @@ const MiB = 1 << 20;
 const DISK_MIB = 1024;
 const FILL_TO = 88;
 /** kubegc's ages and periods, short so that a soak sees many passes. */
-const KUBEGC = { imagePeriodS: 20, containerPeriodS: 10, minAgeS: 30, maxAgeS: 180 };
+const KUBEGC = { imagePeriodS: 20, containerPeriodS: 10, minAgeS: 30 };
 const FAULT_EVERY_MS = 40_000;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -181,6 +185,7 @@ async function runContender(
     );
   const dir = path.resolve(REPO_ROOT, o.dir);
   const prng = new Prng(o.seed, `node-${contender}`);
+  const maxAgeS = o.maxAgeS ?? 180;
   const { specs, table, pins, pinned } = planImages(new Prng(o.seed, 'node-images'));
   const cleanups: (() => Promise<void>)[] = [];
   const result: NodeContenderResult = {
@@ -305,7 +310,7 @@ async function runContender(
     // The contender.
     let gc: KubegcRunner | undefined;
     if (contender === 'kubegc') {
-      gc = await KubegcRunner.start(cluster, dir, pins, log);
+      gc = await KubegcRunner.start(cluster, dir, pins, maxAgeS, log);
       cleanups.push(() => (gc as KubegcRunner).stop());
       result.config = gc.describe();
     } else {
@@ -333,12 +338,16 @@ async function runContender(
     const deadline = started + o.durationMs;
     const actors = [0, 1].map((i) => workload.run(prng.fork(`actor-${i}`)));
     const faultPrng = prng.fork('faults');
+    const planned = [...(o.faults ?? [])].filter(
+      (k) => contender === 'kubegc' || !KUBEGC_FAULTS.has(k),
+    );
     while (Date.now() < deadline) {
       await sleep(Math.min(FAULT_EVERY_MS, Math.max(0, deadline - Date.now())));
       if (cronKey) workload.touch([cronKey]);
       if (Date.now() >= deadline) break;
       const kinds = NODE_FAULTS.filter((k) => contender === 'kubegc' || !KUBEGC_FAULTS.has(k));
-      const f = faultPrng.pick(kinds);
+      const f = o.faults ? planned.shift() : faultPrng.pick(kinds);
+      if (!f) continue;
       log(`fault ${f}`);
       result.faults[f] = (result.faults[f] ?? 0) + 1;
       try {
@@ -351,8 +360,7 @@ async function runContender(
     workload.stop();
     await Promise.all(actors);
     // Quiet: two of the slowest periods, so that whatever is eligible can go (N5).
-    const quietMs =
-      contender === 'kubegc' ? (KUBEGC.maxAgeS + 2 * KUBEGC.imagePeriodS) * 1000 : 150_000;
+    const quietMs = contender === 'kubegc' ? (maxAgeS + 2 * KUBEGC.imagePeriodS) * 1000 : 150_000;
     log(`quiet for ${quietMs / 1000} s`);
     await sleep(quietMs);
     const end: EndState = {
@@ -376,7 +384,7 @@ async function runContender(
       samples,
       logDirsGone,
       end,
-      maxAgeMs: contender === 'kubegc' ? KUBEGC.maxAgeS * 1000 : 0,
+      maxAgeMs: contender === 'kubegc' ? maxAgeS * 1000 : 0,
       slackMs: contender === 'kubegc' ? 2 * KUBEGC.imagePeriodS * 1000 + 10_000 : 150_000,
       lastNamed: workload.lastNamed,
     });
@@ -551,6 +559,7 @@ class KubegcRunner {
     cluster: Cluster,
     dir: string,
     pins: string[],
+    maxAgeS: number,
     log: (l: string) => void,
   ): Promise<KubegcRunner> {
     const apiPort = Number(new URL(cluster.server).port);
@@ -581,7 +590,7 @@ class KubegcRunner {
       `--image-gc-period=${KUBEGC.imagePeriodS}s`,
       `--container-gc-period=${KUBEGC.containerPeriodS}s`,
       `--image-minimum-gc-age=${KUBEGC.minAgeS}s`,
-      `--image-maximum-gc-age=${KUBEGC.maxAgeS}s`,
+      `--image-maximum-gc-age=${maxAgeS}s`,
       `--pinned-images=${pins.join(',')}`,
       '--root-dir',
       path.join(dir, 'node', 'kubelet'),

@@ -693,6 +693,29 @@ function removeKubeletCgroups(): void {
   }
 }
 
+/**
+ * Stops the node's containerd (SIGTERM; the shims keep the containers running,
+ * as on a real node whose runtime restarts) and starts it again with the same
+ * configuration; resolves once it serves CRI again. For the node soak's
+ * runtime-restart fault.
+ */
+export async function restartContainerd(clusterDir: string): Promise<void> {
+  const state = await readNodeState(clusterDir);
+  if (!state || !isOurs(state.processes.containerd))
+    throw new ControlPlaneError(`no containerd of the local node in ${clusterDir} is running`);
+  const p = nodePaths(clusterDir);
+  await stopProcess(state.processes.containerd);
+  const containerd = startProcess(clusterDir, 'containerd', await which('containerd'), [
+    '--config',
+    p.containerdConfig,
+  ]);
+  state.processes.containerd = containerd;
+  await writeNodeState(clusterDir, state);
+  await waitUntil('containerd to serve again', containerd, 'containerd', clusterDir, 30_000, () =>
+    Promise.resolve(tryRun('ctr', ['--address', CONTAINERD.socket, 'version'])),
+  );
+}
+
 /** Stops every pod (sandboxes through CRI, then any shim left), the node's processes, and undoes what up added. */
 export async function downNode(
   clusterDir: string,

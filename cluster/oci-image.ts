@@ -138,58 +138,70 @@ export interface BuiltImage {
   name: string;
   /** The CRI image ID: the digest of the image config. */
   id: string;
-  /** The digest of its manifest: what `name@digest` names, as a pull by digest records it. */
-  manifestDigest: string;
   /** Bytes of all the image's blobs (config, manifest, layers). */
   contentBytes: number;
 }
 
 const OCI_ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64' };
+const ARCHITECTURE = OCI_ARCH[process.arch] ?? process.arch;
+
+/** One image as blobs: what an OCI layout holds and what a registry push uploads. */
+export interface ImageBlobs {
+  config: Buffer;
+  configDigest: string;
+  manifest: Buffer;
+  /** The manifest's digest: what `name@sha256:…` and the runtime's repoDigests name. */
+  manifestDigest: string;
+  layers: Layer[];
+}
+
+export const OCI_MANIFEST_TYPE = 'application/vnd.oci.image.manifest.v1+json';
+
+/** The config and manifest of `img` for this machine's architecture. */
+export function imageBlobs(img: ImageSpec): ImageBlobs {
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: ARCHITECTURE,
+      os: 'linux',
+      config: img.entrypoint ? { Entrypoint: img.entrypoint } : {},
+      rootfs: { type: 'layers', diff_ids: img.layers.map((l) => l.digest) },
+    }),
+  );
+  const configDigest = sha256(config);
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST_TYPE,
+      config: {
+        mediaType: 'application/vnd.oci.image.config.v1+json',
+        digest: configDigest,
+        size: config.length,
+      },
+      layers: img.layers.map((l) => ({
+        mediaType: 'application/vnd.oci.image.layer.v1.tar',
+        digest: l.digest,
+        size: l.blob.length,
+      })),
+    }),
+  );
+  return { config, configDigest, manifest, manifestDigest: sha256(manifest), layers: img.layers };
+}
 
 /** An OCI image layout archive holding every image (shared blobs once). */
 export function ociArchive(images: ImageSpec[]): { archive: Buffer; images: BuiltImage[] } {
   const blobs = new Map<string, Buffer>();
-  const addBlob = (b: Buffer): string => {
-    const d = sha256(b);
-    blobs.set(d, b);
-    return d;
-  };
-  const architecture = OCI_ARCH[process.arch] ?? process.arch;
   const manifests: unknown[] = [];
   const built: BuiltImage[] = [];
   for (const img of images) {
-    const config = Buffer.from(
-      JSON.stringify({
-        architecture,
-        os: 'linux',
-        config: img.entrypoint ? { Entrypoint: img.entrypoint } : {},
-        rootfs: { type: 'layers', diff_ids: img.layers.map((l) => l.digest) },
-      }),
-    );
-    const configDigest = addBlob(config);
-    for (const l of img.layers) blobs.set(l.digest, l.blob);
-    const manifest = Buffer.from(
-      JSON.stringify({
-        schemaVersion: 2,
-        mediaType: 'application/vnd.oci.image.manifest.v1+json',
-        config: {
-          mediaType: 'application/vnd.oci.image.config.v1+json',
-          digest: configDigest,
-          size: config.length,
-        },
-        layers: img.layers.map((l) => ({
-          mediaType: 'application/vnd.oci.image.layer.v1.tar',
-          digest: l.digest,
-          size: l.blob.length,
-        })),
-      }),
-    );
-    const manifestDigest = addBlob(manifest);
+    const b = imageBlobs(img);
+    blobs.set(b.configDigest, b.config);
+    for (const l of b.layers) blobs.set(l.digest, l.blob);
+    blobs.set(b.manifestDigest, b.manifest);
     manifests.push({
-      mediaType: 'application/vnd.oci.image.manifest.v1+json',
-      digest: manifestDigest,
-      size: manifest.length,
-      platform: { architecture, os: 'linux' },
+      mediaType: OCI_MANIFEST_TYPE,
+      digest: b.manifestDigest,
+      size: b.manifest.length,
+      platform: { architecture: ARCHITECTURE, os: 'linux' },
       annotations: {
         'io.containerd.image.name': img.name,
         'org.opencontainers.image.ref.name': img.name,
@@ -197,10 +209,9 @@ export function ociArchive(images: ImageSpec[]): { archive: Buffer; images: Buil
     });
     built.push({
       name: img.name,
-      id: configDigest,
-      manifestDigest,
+      id: b.configDigest,
       contentBytes:
-        config.length + manifest.length + img.layers.reduce((n, l) => n + l.blob.length, 0),
+        b.config.length + b.manifest.length + img.layers.reduce((n, l) => n + l.blob.length, 0),
     });
   }
   const index = Buffer.from(JSON.stringify({ schemaVersion: 2, manifests }));

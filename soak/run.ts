@@ -9,6 +9,8 @@ import * as prettier from 'prettier';
 import { render } from './lib/report.ts';
 import { FAULT_KINDS, parseDuration, type ContenderName, type FaultKind } from './lib/schedule.ts';
 import { runSoak, type SoakOptions } from './lib/soak.ts';
+import { runNodeSoak, type NodeContender } from './lib/node/node-soak.ts';
+import { renderNode } from './lib/node/node-report.ts';
 
 const SOAK_DIR = path.dirname(fileURLToPath(import.meta.url));
 
@@ -16,11 +18,15 @@ class UsageError extends Error {}
 
 const USAGE = `usage: npm run soak -- [--duration 30m] [--seed N] [--contender kubegc|kcm|both]
                       [--write-results] [--replicas 2|3] [--faults ${FAULT_KINDS.join(',')}]
-                      [--qps N] [--dir DIR] [--keep-cluster] [--dump FILE]`;
+                      [--qps N] [--dir DIR] [--keep-cluster] [--dump FILE]
+       npm run soak -- --node [--duration 30m] [--seed N] [--contender kubegc|kubelet|both]
+                      [--write-results] [--dir DIR] [--keep-cluster]`;
 
 export interface Cli {
   options: SoakOptions;
   writeResults: boolean;
+  /** The node soak (soak/lib/node/): kubegc node beside the kubelet, the kubelet alone. */
+  node?: { contenders: NodeContender[] };
 }
 
 export function parseArgs(argv: string[]): Cli {
@@ -32,6 +38,8 @@ export function parseArgs(argv: string[]): Cli {
     replicas: 3,
   };
   let writeResults = false;
+  let node = false;
+  let contender = 'both';
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
     const [flag, inline] =
@@ -57,8 +65,13 @@ export function parseArgs(argv: string[]): Cli {
         o.seed = Number(v);
         break;
       }
+      case '--node':
+        node = true;
+        break;
       case '--contender': {
         const v = value();
+        contender = v;
+        if (v === 'kubelet') break; // the node soak's; checked below
         if (v === 'both') o.contenders = ['kubegc', 'kcm'];
         else if (v === 'kubegc' || v === 'kcm') o.contenders = [v as ContenderName];
         else throw new UsageError(`--contender must be kubegc, kcm or both, not "${v}"`);
@@ -104,6 +117,25 @@ export function parseArgs(argv: string[]): Cli {
         throw new UsageError(`unknown argument "${arg}"`);
     }
   }
+  if (node) {
+    if (contender !== 'both' && contender !== 'kubegc' && contender !== 'kubelet')
+      throw new UsageError(
+        `--contender with --node must be kubegc, kubelet or both, not "${contender}"`,
+      );
+    if (o.faults || o.qps !== undefined || o.dumpFile || o.replicas !== 3)
+      throw new UsageError(
+        '--faults, --qps, --dump and --replicas apply to the controller soak, not --node',
+      );
+    if (o.dir === '.cluster-soak') o.dir = '.cluster-soak-node';
+    return {
+      options: o,
+      writeResults,
+      node: {
+        contenders: contender === 'both' ? ['kubegc', 'kubelet'] : [contender as NodeContender],
+      },
+    };
+  }
+  if (contender === 'kubelet') throw new UsageError('--contender kubelet needs --node');
   if (
     !o.contenders.includes('kubegc') &&
     o.faults?.length &&
@@ -124,6 +156,30 @@ async function main(): Promise<number> {
       return err.message ? 2 : 0;
     }
     throw err;
+  }
+  if (cli.node) {
+    const r = await runNodeSoak({
+      durationMs: cli.options.durationMs,
+      seed: cli.options.seed,
+      contenders: cli.node.contenders,
+      dir: cli.options.dir,
+      keepCluster: cli.options.keepCluster,
+    });
+    const md = renderNode(r);
+    process.stdout.write(md);
+    if (cli.writeResults) {
+      const file = path.join(SOAK_DIR, 'RESULTS-node.md');
+      await writeFile(
+        file,
+        await prettier.format(md, {
+          ...((await prettier.resolveConfig(file)) ?? {}),
+          parser: 'markdown',
+        }),
+      );
+      process.stderr.write(`soak: wrote ${file}\n`);
+    }
+    if (r.failed) process.stderr.write('soak: kubegc node violated N1–N5 (see above)\n');
+    return r.failed ? 1 : 0;
   }
   const result = await runSoak(cli.options);
   process.stdout.write(render(result, { evidenceLines: 14, maxViolations: 10 }));

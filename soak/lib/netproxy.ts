@@ -17,10 +17,8 @@ import type { Prng } from './prng.ts';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
-export interface ProxyTarget {
-  host: string;
-  port: number;
-}
+/** A loopback TCP address, or a unix socket path (the CRI socket, for the node soak). */
+export type ProxyTarget = { host: string; port: number } | { path: string };
 
 export interface ProxyStats {
   accepted: number;
@@ -115,7 +113,9 @@ export class ProxyConn {
     this.proxy = proxy;
     this.client = client;
     client.pause();
-    this.upstream = net.connect({ host: target.host, port: target.port });
+    this.upstream = net.connect(
+      'path' in target ? { path: target.path } : { host: target.host, port: target.port },
+    );
     this.upstream.pause();
     this.upLane = new Lane(client, this.upstream, proxy);
     this.downLane = new Lane(this.upstream, client, proxy);
@@ -211,7 +211,7 @@ export class TcpProxy {
   private listening = 0;
 
   constructor(name: string, target: ProxyTarget) {
-    if (!LOOPBACK.has(target.host))
+    if (!('path' in target) && !LOOPBACK.has(target.host))
       throw new Error(`the soak's proxy forwards to loopback only, not to ${target.host}`);
     this.name = name;
     this.target = target;
@@ -232,6 +232,14 @@ export class TcpProxy {
         this.listening = addr.port;
         resolve(addr.port);
       });
+    });
+  }
+
+  /** Listens on a unix socket at `file` instead (a CRI endpoint `unix://file`). */
+  listenPath(file: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(file, () => resolve());
     });
   }
 

@@ -9,7 +9,7 @@
 // while its pod may still run or a container of it remains, read from the pod
 // through the API (pods here are on no kubelet, and containerd 1.6 mounts no
 // image volumes: the mount itself is not exercised).
-import { ociArchive, randomLayer, type BuiltImage, type Layer } from '../../cluster/oci-image.ts';
+import { imageBlobs, randomLayer, type BuiltImage, type Layer } from '../../cluster/oci-image.ts';
 import { e2e } from '../support/e2e.ts';
 import { fileContainerd } from '../support/containerd.ts';
 import { EVERY_UNPROTECTED_IMAGE, runNodeOnce, type NodeRun } from '../support/kubegc-node.ts';
@@ -22,11 +22,8 @@ const h = await fileContainerd({ sizeMiB: 64 });
 const node = nodeObject(c, 'kubegc-e2e-refs');
 
 /** The manifest digest an image of these layers gets (the name is not part of it). */
-function manifestDigestOf(layers: Layer[]): string {
-  const [probe] = ociArchive([{ name: 'probe', layers }]).images;
-  if (!probe) throw new Error('image not built');
-  return probe.manifestDigest;
-}
+const manifestDigestOf = (layers: Layer[]): string =>
+  imageBlobs({ name: 'probe', layers }).manifestDigest;
 
 const layerA = randomLayer(64 * KiB);
 const layerF = randomLayer(64 * KiB);

@@ -9,6 +9,7 @@ import {
   planSandboxRemovals,
   removablePods,
   podsDeletedFromApi,
+  stillRemovable,
   podUidOfLogDirectory,
   type ContainerGcPolicy,
   type GcContainer,
@@ -233,6 +234,24 @@ describe('isEvictable', () => {
     ['created', CREATED_CONTAINER_GRACE_MS / 1000, 0, true],
   ])('%s, %d s old, min age %d ms → %p', (state, ageS, minAgeMs, expected) => {
     expect(isEvictable(ctr('x', 'p', 'c', ageS, state), NOW, policy({ minAgeMs }))).toBe(expected);
+  });
+});
+
+describe('stillRemovable (the status just before a removal)', () => {
+  test.each<[ContainerState, ContainerState, boolean]>([
+    ['exited', 'exited', true],
+    // Started since the listing: alive again.
+    ['exited', 'running', false],
+    ['exited', 'created', false],
+    ['exited', 'unknown', false],
+    // Stopped first (the kubelet's rule for unknown containers): exited now, or still unknown.
+    ['unknown', 'exited', true],
+    ['unknown', 'unknown', false],
+    // Never started, past its grace: still never started, or started meanwhile.
+    ['created', 'created', true],
+    ['created', 'running', false],
+  ])('listed %s, now %s → %p', (listed, now, expected) => {
+    expect(stillRemovable(listed, now)).toBe(expected);
   });
 });
 

@@ -81,6 +81,17 @@ export function isEvictable(c: GcContainer, nowNs: bigint, policy: ContainerGcPo
 }
 
 /**
+ * Whether a container planned for removal may still go, by its status read
+ * just before the removal: exited, or still never started if it was listed
+ * so (CREATED_CONTAINER_GRACE_MS has passed). Anything else was started since
+ * the listing or is still unknown after StopContainer; removing it would kill
+ * a running container (containerd's RemoveContainer forces) and take its logs.
+ */
+export function stillRemovable(listed: ContainerState, now: ContainerState): boolean {
+  return now === 'exited' || (listed === 'created' && now === 'created');
+}
+
+/**
  * Which dead containers to remove, in the kubelet's order: unidentified ones;
  * every one of a pod deleted from the API; then per unit the newest
  * MaxPerPodContainer are kept; then, if more than MaxContainers remain, every

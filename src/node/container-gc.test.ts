@@ -1,12 +1,12 @@
 // One container pass over a runtime in memory: the paths the kubelet's rules
 // take through the API's view of the node's pods. The real-runtime proof is
 // test/e2e/node-containers.test.ts (containerd).
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { FakeRuntime, quietLog, testMetrics } from '../../test/support/fake-cri-runtime.ts';
 import { ContainerGarbageCollector } from './container-gc.ts';
-import { DEFAULT_CONTAINER_GC_POLICY } from './container-gc-policy.ts';
+import { DEFAULT_CONTAINER_GC_POLICY, legacyLogSymlinkName } from './container-gc-policy.ts';
 import type { NodePod, PodLister } from './pods.ts';
 
 const NOW = 1_800_000_000_000;
@@ -100,4 +100,38 @@ test('without the pod list (API down): nothing goes for a pod reason, even under
   const r = await gc.run({ pressure: true });
   expect(r.podsKnown).toBe(false);
   expect(r.containers).toEqual([]);
+});
+
+test('a container started between the listing and its removal is kept, with its logs, its sandbox and its pod log directory', async () => {
+  const rt = new FakeRuntime(1, 0)
+    .addPodContainer('back', 'gone', 'app', 'exited', NOW - HOUR)
+    .addPodContainer('dead', 'other', 'app', 'exited', NOW - HOUR);
+  const podDir = path.join(dir, 'pods', 'default_gone_gone');
+  await mkdir(path.join(podDir, 'app'), { recursive: true });
+  const logFile = path.join(podDir, 'app', '0.log');
+  await writeFile(logFile, 'still writing\n');
+  const link = path.join(dir, 'containers', legacyLogSymlinkName('gone', 'default', 'app', 'back'));
+  await symlink(logFile, link);
+  // Both pods are gone from the API; 'back' is started again (as a runtime
+  // may: a restarted static pod, another client) after the pass listed it.
+  const client = await rt.connection().get();
+  const status = client.containerStatus.bind(client);
+  client.containerStatus = async (id) => {
+    if (id === 'back')
+      rt.containers = rt.containers.map((c) => (c.id === id ? { ...c, state: 'running' } : c));
+    const s = await status(id);
+    return s && id === 'back' ? { ...s, logPath: logFile } : s;
+  };
+  const { gc, registry } = collector(rt, []);
+  const r = await gc.run();
+  expect(rt.calls).not.toContain('remove back');
+  expect(rt.containers.map((c) => c.id)).toEqual(['back']);
+  expect(r.containers).toEqual([{ id: 'dead', reason: 'pod-deleted' }]);
+  expect(r.kept).toEqual([{ id: 'back', state: 'running' }]);
+  expect(r.sandboxes).toEqual([{ id: 'sb-other', reason: 'pod-deleted' }]);
+  expect(await readdir(path.join(podDir, 'app'))).toEqual(['0.log']);
+  expect(await readdir(path.join(dir, 'containers'))).toEqual([path.basename(link)]);
+  expect(await registry.getSingleMetricAsString('kubegc_node_containers_kept_total')).toContain(
+    'kubegc_node_containers_kept_total{state="running"} 1',
+  );
 });

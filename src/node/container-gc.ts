@@ -13,6 +13,7 @@ import {
   podsDeletedFromApi,
   podUidOfLogDirectory,
   removablePods,
+  stillRemovable,
   type ContainerGcPolicy,
   type ContainerRemoval,
   type PodRemovalReason,
@@ -47,6 +48,11 @@ export interface ContainerPassResult {
   logSymlinks: string[];
   /** Whether the list of this node's pods was complete (deleted pods were checked). */
   podsKnown: boolean;
+  /**
+   * Containers planned for removal but kept: their status just before the
+   * removal said they were no longer exited (started since the listing).
+   */
+  kept: { id: string; state: string }[];
   /** Removals that failed (the pass went on). */
   failures: number;
   dryRun: boolean;
@@ -138,6 +144,7 @@ export class ContainerGarbageCollector {
       podLogDirectories: [],
       logSymlinks: [],
       podsKnown: pods.known,
+      kept: [],
       failures: 0,
       dryRun,
     };
@@ -149,8 +156,14 @@ export class ContainerGarbageCollector {
       removablePods: pods.removable,
     });
     const removed = new Set<string>();
+    // Pods with a container found running after all: they are not dead, so
+    // their log directories stay (their sandboxes stay as those containers').
+    const running = new Set<string>();
     for (const r of containerRemovals) {
-      if (await this.removeContainer(client, r, containers, result)) removed.add(r.container.id);
+      const outcome = await this.removeContainer(client, r, containers, result);
+      if (outcome === 'removed') removed.add(r.container.id);
+      const podUid = r.container.labels[POD_UID_LABEL];
+      if (outcome === 'kept' && podUid) running.add(podUid);
     }
 
     const remaining = containers.filter((c) => !removed.has(c.id));
@@ -168,6 +181,7 @@ export class ContainerGarbageCollector {
         const uid = podUidOfLogDirectory(dir);
         const reason = pods.removable.get(uid);
         if (reason !== 'pod-deleted' && reason !== 'pod-evicted') continue;
+        if (running.has(uid)) continue;
         if (dryRun)
           this.log.info('would remove pod log directory (dry run)', { dir, podUid: uid, reason });
         else {
@@ -205,7 +219,7 @@ export class ContainerGarbageCollector {
     r: ContainerRemoval,
     all: CriContainer[],
     result: ContainerPassResult,
-  ): Promise<boolean> {
+  ): Promise<'removed' | 'kept' | 'failed'> {
     const c = all.find((x) => x.id === r.container.id) ?? (r.container as CriContainer);
     const fields = {
       id: c.id,
@@ -222,12 +236,20 @@ export class ContainerGarbageCollector {
       this.metrics.containersRemoved.inc({ reason: r.reason, dry_run: 'true' });
       this.log.info('would remove container (dry run)', fields);
       result.containers.push({ id: c.id, reason: r.reason });
-      return true;
+      return 'removed';
     }
     try {
       // The kubelet kills containers in unknown state first: they might still run.
       if (c.state === 'unknown') await client.stopContainer(c.id, UNKNOWN_CONTAINER_STOP_TIMEOUT_S);
+      // The plan is as old as the listing: look again before anything goes.
+      // (No status: the runtime no longer has it; the removal is a no-op.)
       const status = await client.containerStatus(c.id);
+      if (status && !stillRemovable(c.state, status.state)) {
+        this.metrics.containersKept.inc({ state: status.state });
+        this.log.info('kept container: no longer exited', { ...fields, stateNow: status.state });
+        result.kept.push({ id: c.id, state: status.state });
+        return 'kept';
+      }
       const logs = await removeContainerLogs(
         c.id,
         status?.labels ?? c.labels,
@@ -238,10 +260,10 @@ export class ContainerGarbageCollector {
       this.metrics.containersRemoved.inc({ reason: r.reason, dry_run: 'false' });
       this.log.info('removed container', { ...fields, ...(logs.length ? { logs } : {}) });
       result.containers.push({ id: c.id, reason: r.reason });
-      return true;
+      return 'removed';
     } catch (err) {
       this.fail('could not remove container', err, result, fields);
-      return false;
+      return 'failed';
     }
   }
 

@@ -26,6 +26,7 @@ export interface NodeMetrics {
   imageGcShortfallBytes: Gauge;
   containersRemoved: Counter<'reason' | 'dry_run'>;
   sandboxesRemoved: Counter<'reason' | 'dry_run'>;
+  containersKept: Counter<'state'>;
   lastRunTimestamp: Gauge<'gc'>;
   lastSuccessTimestamp: Gauge<'gc'>;
   runDuration: Histogram<'gc'>;
@@ -77,6 +78,12 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
       name: 'kubegc_node_sandboxes_removed_total',
       help: 'Inactive pod sandboxes removed, by reason: pod-deleted, pod-evicted, pod-terminated (under disk pressure), superseded',
       labelNames: ['reason', 'dry_run'],
+      registers,
+    }),
+    containersKept: new Counter({
+      name: 'kubegc_node_containers_kept_total',
+      help: 'Dead containers planned for removal and kept because their status just before the removal was no longer exited (started since the listing), by that state: created, running, unknown',
+      labelNames: ['state'],
       registers,
     }),
     lastRunTimestamp: new Gauge({

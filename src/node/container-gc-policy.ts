@@ -173,6 +173,28 @@ export function podsDeletedFromApi(input: {
 }
 
 /**
+ * Whether an API list of this node's pods misses every pod whose sandbox is
+ * READY here (by the kubelet's pod UID label; mirror pods count for their
+ * static pods): such a list is another node's or none (a wrong node name),
+ * and nothing on this node may count as deleted on its strength. A pod that
+ * runs here was created in the API before its sandbox, and the runtime is
+ * read before the API, so a right list names it; only pods force-deleted
+ * while still running are missed, and then the pass merely waits.
+ */
+export function listMissesReadyPods(input: {
+  sandboxes: readonly { state: SandboxState; labels: Record<string, string> }[];
+  apiUids: ReadonlySet<string>;
+}): { missed: boolean; ready: number } {
+  const ready = new Set<string>();
+  for (const s of input.sandboxes) {
+    const uid = s.labels[POD_UID_LABEL];
+    if (s.state === 'ready' && uid) ready.add(uid);
+  }
+  for (const uid of ready) if (input.apiUids.has(uid)) return { missed: false, ready: ready.size };
+  return { missed: ready.size > 0, ready: ready.size };
+}
+
+/**
  * The pods whose content goes this pass: deleted from the API (podsDeletedFromApi),
  * evicted, and with `pressure` every terminated pod, none of them running.
  */

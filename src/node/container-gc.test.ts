@@ -263,7 +263,7 @@ describe('a wrong node name: pods unknown, nothing goes for a pod reason', () =>
     );
     expect(events.seen.map((e) => e.reason)).toEqual(['PodsUnknown']);
     expect(events.seen[0]?.note).toMatch(
-      /none of the 1 pods whose sandboxes are ready here.*--node-name/,
+      /include none of the pods whose sandboxes are ready here \(1\).*--node-name/,
     );
   });
 

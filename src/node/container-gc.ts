@@ -136,7 +136,7 @@ export class ContainerGarbageCollector {
       this.podsUnknown(
         new PodsUnknownError(
           'ready-pods-unlisted',
-          `the API lists ${pods.length} pods with spec.nodeName=${node} but none of the ${check.ready} pods whose sandboxes are ready here, so the list is not this node's and no pod counts as deleted; ${NODE_NAME_FIX}`,
+          `the API's pods with spec.nodeName=${node} (${pods.length}) include none of the pods whose sandboxes are ready here (${check.ready}), so the list is not this node's and no pod counts as deleted; ${NODE_NAME_FIX}`,
         ),
       );
       return unknown;
@@ -215,14 +215,14 @@ export class ContainerGarbageCollector {
       removablePods: pods.removable,
     });
     const removed = new Set<string>();
-    // Pods with a container found running after all: they are not dead, so
+    // Pods with a container found no longer exited: they are not dead, so
     // their log directories stay (their sandboxes stay as those containers').
-    const running = new Set<string>();
+    const alive = new Set<string>();
     for (const r of containerRemovals) {
       const outcome = await this.removeContainer(client, r, containers, result);
       if (outcome === 'removed') removed.add(r.container.id);
       const podUid = r.container.labels[POD_UID_LABEL];
-      if (outcome === 'kept' && podUid) running.add(podUid);
+      if (outcome === 'kept' && podUid) alive.add(podUid);
     }
 
     const remaining = containers.filter((c) => !removed.has(c.id));
@@ -240,7 +240,7 @@ export class ContainerGarbageCollector {
         const uid = podUidOfLogDirectory(dir);
         const reason = pods.removable.get(uid);
         if (reason !== 'pod-deleted' && reason !== 'pod-evicted') continue;
-        if (running.has(uid)) continue;
+        if (alive.has(uid)) continue;
         if (dryRun)
           this.log.info('would remove pod log directory (dry run)', { dir, podUid: uid, reason });
         else {

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import { legacyLogSymlinkName } from '../../src/node/container-gc-policy.ts';
 import { testNamespace } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
@@ -43,6 +44,20 @@ function linkLog(pod: PodSandboxHandle, name: string, attempt: number, id: strin
   );
   symlinkSync(path.join(pod.logDirectory, name, `${attempt}.log`), link);
   return link;
+}
+
+/** A Pod in the API bound to `nodeName`, with one container (no kubelet runs it); its object. */
+function apiPod(
+  namespace: string,
+  name: string,
+  nodeName: string,
+  container: { name: string; image: string },
+  restartPolicy = 'Always',
+): Promise<V1Pod> {
+  return c.core.createNamespacedPod({
+    namespace,
+    body: { metadata: { name }, spec: { nodeName, restartPolicy, containers: [container] } },
+  });
 }
 
 const linkExists = (p: string): boolean => {
@@ -128,12 +143,9 @@ describe('with API access', () => {
 
   test('containers, sandboxes and log directories of pods deleted from the API are removed; live pods keep their newest', async () => {
     const namespace = await testNamespace(c.core, 'node-gc');
-    const livePod = await c.core.createNamespacedPod({
-      namespace,
-      body: {
-        metadata: { name: 'live' },
-        spec: { nodeName, containers: [{ name: 'app', image: 'kubegc.test/app:1' }] },
-      },
+    const livePod = await apiPod(namespace, 'live', nodeName, {
+      name: 'app',
+      image: 'kubegc.test/app:1',
     });
     const liveUid = livePod.metadata?.uid ?? '';
 
@@ -191,17 +203,13 @@ describe('a wrong node name', () => {
 
   test("no Node of that name, or one whose pods are not those running here: a Succeeded Job pod's container, sandbox and log directory are kept", async () => {
     const namespace = await testNamespace(c.core, 'node-wrong');
-    const created = await c.core.createNamespacedPod({
+    const created = await apiPod(
       namespace,
-      body: {
-        metadata: { name: 'job' },
-        spec: {
-          nodeName,
-          restartPolicy: 'Never',
-          containers: [{ name: 'work', image: 'kubegc.test/job:1' }],
-        },
-      },
-    });
+      'job',
+      nodeName,
+      { name: 'work', image: 'kubegc.test/job:1' },
+      'Never',
+    );
     await c.core.replaceNamespacedPodStatus({
       namespace,
       name: 'job',
@@ -234,12 +242,9 @@ describe('a wrong node name', () => {
 
     // A Node that exists but is not this one, while a pod of this one runs
     // here (its sandbox READY).
-    const webPod = await c.core.createNamespacedPod({
-      namespace,
-      body: {
-        metadata: { name: 'web' },
-        spec: { nodeName, containers: [{ name: 'server', image: 'kubegc.test/web:1' }] },
-      },
+    const webPod = await apiPod(namespace, 'web', nodeName, {
+      name: 'server',
+      image: 'kubegc.test/web:1',
     });
     const web = await h.runPod({ name: 'web', namespace, uid: webPod.metadata?.uid ?? '' });
     const other = await runNodeOnce(h, [

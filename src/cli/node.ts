@@ -17,7 +17,7 @@ import {
 import { createNodeMetrics } from '../node/metrics.ts';
 import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
-import { apiPodLister } from '../node/pods.ts';
+import { apiPodLister, NODE_NAME_FIX, nodeExists, nodeNotFoundError } from '../node/pods.ts';
 import { PressureMonitor } from '../node/pressure.ts';
 import {
   DEFAULT_EVICTION_HARD,
@@ -57,7 +57,13 @@ export const NODE_FLAGS: FlagSpecs = {
   },
   'node-name': {
     kind: 'string',
-    help: 'this node (the DaemonSet passes spec.nodeName); default: $NODE_NAME, else the host name',
+    help: "this node (the DaemonSet passes spec.nodeName); default: $NODE_NAME, else the host name; with API access a name the API has no Node of means this node's pods are unknown (nothing of deleted pods is removed)",
+    // '' falls back to $NODE_NAME and the host name, as the kubelet's --hostname-override.
+    validate: (v) => {
+      if (typeof v !== 'string' || v === '') return undefined;
+      const problem = nodeNameProblem(v.toLowerCase());
+      return problem && `"${v}" ${problem}`;
+    },
   },
   kubeconfig: {
     kind: 'string',
@@ -250,11 +256,10 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const nodeName = (
-    (flags['node-name'] as string | undefined) ||
-    process.env.NODE_NAME ||
-    os.hostname()
-  ).toLowerCase();
+  const nodeNameFlag = flags['node-name'];
+  const { nodeName, nameFrom } = resolveNodeName(
+    typeof nodeNameFlag === 'string' ? nodeNameFlag : undefined,
+  );
   const dryRun = flags['dry-run'] as boolean;
   const once = flags.once as boolean;
   const log = createLogger(flags['log-level'] as Level);
@@ -273,6 +278,15 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     throw new UsageError(
       'no API access for the metrics port (--metrics-secure checks callers with TokenReview and SubjectAccessReview): give --kubeconfig, run in a cluster, or pass --metrics-secure=false or --metrics-bind-address=0',
     );
+  if (client) {
+    // A name from NODE_NAME or the host name is input too: one that cannot be
+    // a Node's would leave this node's pods unknown on every pass.
+    const problem = nodeNameProblem(nodeName);
+    if (problem)
+      throw new UsageError(
+        `the node name "${nodeName}" (from ${nameFrom}) ${problem}; ${NODE_NAME_FIX}`,
+      );
+  }
   const events = client ? apiNodeEvents(client, nodeName, log) : noNodeEvents;
   const runtime = new RuntimeConnection(
     flags['cri-endpoint'] as string,
@@ -308,9 +322,11 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       containerLogsDir: flags['container-logs-dir'] as string,
       dryRun,
       ...(pods ? { pods } : {}),
+      nodeName,
     },
     log,
     metrics,
+    events,
   );
   const pressurePeriodMs = flags['pressure-check-period'] as number;
   const pressure =
@@ -368,6 +384,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     log.info(
       'no API access: containers and log directories of deleted pods are kept, events only logged',
     );
+  else await checkNodeAtStart(client, nodeName, nameFrom, log);
 
   if (once) {
     log.info('kubegc node: one pass', startFields);
@@ -402,6 +419,45 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     await server.close();
     client?.close();
   });
+}
+
+/** The node name: --node-name, else $NODE_NAME, else the host name, lowercased (as the kubelet's). */
+function resolveNodeName(flag: string | undefined): { nodeName: string; nameFrom: string } {
+  if (flag) return { nodeName: flag.toLowerCase(), nameFrom: '--node-name' };
+  if (process.env.NODE_NAME)
+    return { nodeName: process.env.NODE_NAME.toLowerCase(), nameFrom: '$NODE_NAME' };
+  return { nodeName: os.hostname().toLowerCase(), nameFrom: 'the host name' };
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Why a (lowercased) name cannot be a Node's, which is a DNS subdomain. */
+function nodeNameProblem(name: string): string | undefined {
+  if (name.length > 253) return 'is longer than 253 characters, so no Node can have it';
+  if (!DNS_SUBDOMAIN.test(name))
+    return "is not a DNS subdomain (lowercase letters, digits, '-' and '.'), so no Node can have it";
+  return undefined;
+}
+
+/**
+ * The Node is read at start so a wrong name is said at once, with where it
+ * came from; every pass that lists pods reads it again (pods.ts).
+ */
+async function checkNodeAtStart(
+  client: KubeClient,
+  nodeName: string,
+  nameFrom: string,
+  log: Logger,
+): Promise<void> {
+  try {
+    if (await nodeExists(client, nodeName)) return;
+    log.error(nodeNotFoundError(nodeName).message, { node: nodeName, nameFrom });
+  } catch (err) {
+    log.warn("cannot read this node's Node object; checked again before each pod list", {
+      node: nodeName,
+      error: err instanceof Error ? err.message : String(err),
+    });
+  }
 }
 
 function runUntilSignal(gc: NodeGc, log: Logger, cleanup: () => Promise<void>): Promise<number> {

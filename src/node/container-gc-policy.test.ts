@@ -5,10 +5,12 @@ import {
   DEFAULT_CONTAINER_GC_POLICY,
   isEvictable,
   legacyLogSymlinkName,
+  listMissesReadyPods,
   planContainerRemovals,
   planSandboxRemovals,
   removablePods,
   podsDeletedFromApi,
+  stillRemovable,
   podUidOfLogDirectory,
   type ContainerGcPolicy,
   type GcContainer,
@@ -233,6 +235,51 @@ describe('isEvictable', () => {
     ['created', CREATED_CONTAINER_GRACE_MS / 1000, 0, true],
   ])('%s, %d s old, min age %d ms → %p', (state, ageS, minAgeMs, expected) => {
     expect(isEvictable(ctr('x', 'p', 'c', ageS, state), NOW, policy({ minAgeMs }))).toBe(expected);
+  });
+});
+
+describe('stillRemovable (the status just before a removal)', () => {
+  test.each<[ContainerState, ContainerState, boolean]>([
+    ['exited', 'exited', true],
+    // Started since the listing: alive again.
+    ['exited', 'running', false],
+    ['exited', 'created', false],
+    ['exited', 'unknown', false],
+    // Stopped first (the kubelet's rule for unknown containers): exited now, or still unknown.
+    ['unknown', 'exited', true],
+    ['unknown', 'unknown', false],
+    // Never started, past its grace: still never started, or started meanwhile.
+    ['created', 'created', true],
+    ['created', 'running', false],
+  ])('listed %s, now %s → %p', (listed, now, expected) => {
+    expect(stillRemovable(listed, now)).toBe(expected);
+  });
+});
+
+describe("listMissesReadyPods (is the API list this node's?)", () => {
+  const sb = (
+    uid: string,
+    state: SandboxState,
+  ): { state: SandboxState; labels: Record<string, string> } => ({
+    state,
+    labels: uid ? { 'io.kubernetes.pod.uid': uid } : {},
+  });
+  test.each<[string, ReturnType<typeof sb>[], string[], boolean]>([
+    ['no ready sandbox: nothing to check against', [sb('a', 'notready')], [], false],
+    ['a ready pod listed', [sb('a', 'ready'), sb('b', 'ready')], ['b'], false],
+    ['no ready pod listed', [sb('a', 'ready'), sb('b', 'notready')], ['b', 'c'], true],
+    ['an empty list with a pod running', [sb('a', 'ready')], [], true],
+    // A static pod's sandbox carries its own UID, which its mirror pod names (podUidsOf).
+    [
+      'a static pod, listed by its mirror pod',
+      [sb('static', 'ready')],
+      ['mirror', 'static'],
+      false,
+    ],
+    // Not the kubelet's (no pod UID label): says nothing about the list.
+    ['a ready sandbox without the label', [sb('', 'ready')], [], false],
+  ])('%s → missed %p', (_name, sandboxes, apiUids, missed) => {
+    expect(listMissesReadyPods({ sandboxes, apiUids: new Set(apiUids) }).missed).toBe(missed);
   });
 });
 

@@ -81,6 +81,17 @@ export function isEvictable(c: GcContainer, nowNs: bigint, policy: ContainerGcPo
 }
 
 /**
+ * Whether a container planned for removal may still go, by its status read
+ * just before the removal: exited, or still never started if it was listed
+ * so (CREATED_CONTAINER_GRACE_MS has passed). Anything else was started since
+ * the listing or is still unknown after StopContainer; removing it would kill
+ * a running container (containerd's RemoveContainer forces) and take its logs.
+ */
+export function stillRemovable(listed: ContainerState, now: ContainerState): boolean {
+  return now === 'exited' || (listed === 'created' && now === 'created');
+}
+
+/**
  * Which dead containers to remove, in the kubelet's order: unidentified ones;
  * every one of a pod deleted from the API; then per unit the newest
  * MaxPerPodContainer are kept; then, if more than MaxContainers remain, every
@@ -159,6 +170,28 @@ export function podsDeletedFromApi(input: {
   for (const uid of input.seenUids)
     if (uid && !input.apiUids.has(uid) && !input.activeUids.has(uid)) deleted.add(uid);
   return deleted;
+}
+
+/**
+ * Whether an API list of this node's pods misses every pod whose sandbox is
+ * READY here (by the kubelet's pod UID label; mirror pods count for their
+ * static pods): such a list is another node's or none (a wrong node name),
+ * and nothing on this node may count as deleted on its strength. A pod that
+ * runs here was created in the API before its sandbox, and the runtime is
+ * read before the API, so a right list names it; only pods force-deleted
+ * while still running are missed, and then the pass merely waits.
+ */
+export function listMissesReadyPods(input: {
+  sandboxes: readonly { state: SandboxState; labels: Record<string, string> }[];
+  apiUids: ReadonlySet<string>;
+}): { missed: boolean; ready: number } {
+  const ready = new Set<string>();
+  for (const s of input.sandboxes) {
+    const uid = s.labels[POD_UID_LABEL];
+    if (s.state === 'ready' && uid) ready.add(uid);
+  }
+  for (const uid of ready) if (input.apiUids.has(uid)) return { missed: false, ready: ready.size };
+  return { missed: ready.size > 0, ready: ready.size };
 }
 
 /**

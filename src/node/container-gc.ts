@@ -5,6 +5,7 @@
 import type { Logger } from '../log.ts';
 import {
   CONTAINER_NAME_LABEL,
+  listMissesReadyPods,
   POD_NAME_LABEL,
   POD_NAMESPACE_LABEL,
   POD_UID_LABEL,
@@ -13,6 +14,7 @@ import {
   podsDeletedFromApi,
   podUidOfLogDirectory,
   removablePods,
+  stillRemovable,
   type ContainerGcPolicy,
   type ContainerRemoval,
   type PodRemovalReason,
@@ -27,7 +29,15 @@ import {
   removeSymlink,
 } from './logs.ts';
 import type { NodeMetrics } from './metrics.ts';
-import { podUidsOf, type NodePod, type PodLister } from './pods.ts';
+import { noNodeEvents, type NodeEvents } from './node-events.ts';
+import {
+  NODE_NAME_FIX,
+  podUidsOf,
+  PodsUnknownError,
+  type NodePod,
+  type PodLister,
+  type PodsUnknownReason,
+} from './pods.ts';
 import type { RuntimeConnection } from './runtime.ts';
 
 export interface ContainerGcOptions {
@@ -37,6 +47,8 @@ export interface ContainerGcOptions {
   dryRun: boolean;
   /** This node's pods from the API; undefined without API access. */
   pods?: PodLister;
+  /** The node name the pods are listed by (for the messages that doubt it). */
+  nodeName?: string;
   now?: () => number;
 }
 
@@ -47,6 +59,11 @@ export interface ContainerPassResult {
   logSymlinks: string[];
   /** Whether the list of this node's pods was complete (deleted pods were checked). */
   podsKnown: boolean;
+  /**
+   * Containers planned for removal but kept: their status just before the
+   * removal said they were no longer exited (started since the listing).
+   */
+  kept: { id: string; state: string }[];
   /** Removals that failed (the pass went on). */
   failures: number;
   dryRun: boolean;
@@ -60,44 +77,92 @@ export class ContainerGarbageCollector {
   private readonly opts: ContainerGcOptions;
   private readonly log: Logger;
   private readonly metrics: NodeMetrics;
+  private readonly events: NodeEvents;
   private readonly now: () => number;
+  /** Why the last pass did not know this node's pods (undefined: it did). */
+  private unknownReason: PodsUnknownReason | undefined;
 
   constructor(
     runtime: RuntimeConnection,
     opts: ContainerGcOptions,
     log: Logger,
     metrics: NodeMetrics,
+    events: NodeEvents = noNodeEvents,
   ) {
     this.runtime = runtime;
     this.opts = opts;
     this.log = log;
     this.metrics = metrics;
+    this.events = events;
     this.now = opts.now ?? Date.now;
   }
 
   /**
    * Pods whose content goes this pass (deleted from the API, evicted, and under
-   * pressure terminated), or none when the API's list cannot be had.
+   * pressure terminated), or none when this node's pods cannot be known: the
+   * list failed, the API has no Node of this name, or the list names none of
+   * the pods whose sandboxes are ready here. Reasons that do not depend on
+   * which pods exist (unidentified containers, the per-container and node
+   * caps, superseded sandboxes, dangling symlinks) go on, as on a kubelet
+   * whose pod sources are not ready.
    */
   private async removablePods(
+    sandboxes: CriSandbox[],
     seenUids: Set<string>,
     activeUids: Set<string>,
     pressure: boolean,
   ): Promise<{ known: boolean; removable: Map<string, PodRemovalReason> }> {
-    if (!this.opts.pods) return { known: false, removable: new Map() };
+    const unknown = { known: false, removable: new Map<string, PodRemovalReason>() };
+    if (!this.opts.pods) return unknown;
     let pods: NodePod[];
     try {
       pods = await this.opts.pods.nodePods();
     } catch (err) {
-      this.metrics.errors.inc({ gc: 'container', kind: 'api' });
-      this.log.warn(
-        "cannot list this node's pods; containers of deleted, evicted and terminated pods are kept this pass",
-        { error: (err as Error).message },
-      );
-      return { known: false, removable: new Map() };
+      if (err instanceof PodsUnknownError) this.podsUnknown(err);
+      else {
+        this.metrics.errors.inc({ gc: 'container', kind: 'api' });
+        this.metrics.podsUnknown.inc({ reason: 'list-failed' });
+        this.log.warn(
+          "cannot list this node's pods; containers of deleted, evicted and terminated pods are kept this pass",
+          { error: (err as Error).message },
+        );
+      }
+      return unknown;
     }
-    const deleted = podsDeletedFromApi({ seenUids, apiUids: podUidsOf(pods), activeUids });
+    const apiUids = podUidsOf(pods);
+    const check = listMissesReadyPods({ sandboxes, apiUids });
+    if (check.missed) {
+      const node = this.opts.nodeName ?? 'this node';
+      this.podsUnknown(
+        new PodsUnknownError(
+          'ready-pods-unlisted',
+          `the API's pods with spec.nodeName=${node} (${pods.length}) include none of the pods whose sandboxes are ready here (${check.ready}), so the list is not this node's and no pod counts as deleted; ${NODE_NAME_FIX}`,
+        ),
+      );
+      return unknown;
+    }
+    this.unknownReason = undefined;
+    const deleted = podsDeletedFromApi({ seenUids, apiUids, activeUids });
     return { known: true, removable: removablePods({ deleted, pods, activeUids, pressure }) };
+  }
+
+  /**
+   * A node name that names no Node, or another node: an error line every pass
+   * (nothing of deleted pods goes until it is fixed), a metric, and a Warning
+   * event on the Node when the reason changes (not every minute).
+   */
+  private podsUnknown(err: PodsUnknownError): void {
+    this.metrics.podsUnknown.inc({ reason: err.reason });
+    this.log.error(
+      "this node's pods are unknown: no container, sandbox or log directory is removed for a pod reason",
+      {
+        node: this.opts.nodeName,
+        reason: err.reason,
+        error: err.message,
+      },
+    );
+    if (this.unknownReason !== err.reason) this.events.warning('PodsUnknown', err.message);
+    this.unknownReason = err.reason;
   }
 
   /**
@@ -130,7 +195,7 @@ export class ContainerGarbageCollector {
       ...sandboxes.filter((s) => s.state === 'ready').map((s) => s.uid),
       ...containers.filter((c) => c.state === 'running').map((c) => c.labels[POD_UID_LABEL] ?? ''),
     ]);
-    const pods = await this.removablePods(seenUids, activeUids, opts.pressure === true);
+    const pods = await this.removablePods(sandboxes, seenUids, activeUids, opts.pressure === true);
 
     const result: ContainerPassResult = {
       containers: [],
@@ -138,6 +203,7 @@ export class ContainerGarbageCollector {
       podLogDirectories: [],
       logSymlinks: [],
       podsKnown: pods.known,
+      kept: [],
       failures: 0,
       dryRun,
     };
@@ -149,8 +215,14 @@ export class ContainerGarbageCollector {
       removablePods: pods.removable,
     });
     const removed = new Set<string>();
+    // Pods with a container found no longer exited: they are not dead, so
+    // their log directories stay (their sandboxes stay as those containers').
+    const alive = new Set<string>();
     for (const r of containerRemovals) {
-      if (await this.removeContainer(client, r, containers, result)) removed.add(r.container.id);
+      const outcome = await this.removeContainer(client, r, containers, result);
+      if (outcome === 'removed') removed.add(r.container.id);
+      const podUid = r.container.labels[POD_UID_LABEL];
+      if (outcome === 'kept' && podUid) alive.add(podUid);
     }
 
     const remaining = containers.filter((c) => !removed.has(c.id));
@@ -168,6 +240,7 @@ export class ContainerGarbageCollector {
         const uid = podUidOfLogDirectory(dir);
         const reason = pods.removable.get(uid);
         if (reason !== 'pod-deleted' && reason !== 'pod-evicted') continue;
+        if (alive.has(uid)) continue;
         if (dryRun)
           this.log.info('would remove pod log directory (dry run)', { dir, podUid: uid, reason });
         else {
@@ -205,7 +278,7 @@ export class ContainerGarbageCollector {
     r: ContainerRemoval,
     all: CriContainer[],
     result: ContainerPassResult,
-  ): Promise<boolean> {
+  ): Promise<'removed' | 'kept' | 'failed'> {
     const c = all.find((x) => x.id === r.container.id) ?? (r.container as CriContainer);
     const fields = {
       id: c.id,
@@ -222,12 +295,20 @@ export class ContainerGarbageCollector {
       this.metrics.containersRemoved.inc({ reason: r.reason, dry_run: 'true' });
       this.log.info('would remove container (dry run)', fields);
       result.containers.push({ id: c.id, reason: r.reason });
-      return true;
+      return 'removed';
     }
     try {
       // The kubelet kills containers in unknown state first: they might still run.
       if (c.state === 'unknown') await client.stopContainer(c.id, UNKNOWN_CONTAINER_STOP_TIMEOUT_S);
+      // The plan is as old as the listing: look again before anything goes.
+      // (No status: the runtime no longer has it; the removal is a no-op.)
       const status = await client.containerStatus(c.id);
+      if (status && !stillRemovable(c.state, status.state)) {
+        this.metrics.containersKept.inc({ state: status.state });
+        this.log.info('kept container: no longer exited', { ...fields, stateNow: status.state });
+        result.kept.push({ id: c.id, state: status.state });
+        return 'kept';
+      }
       const logs = await removeContainerLogs(
         c.id,
         status?.labels ?? c.labels,
@@ -238,10 +319,10 @@ export class ContainerGarbageCollector {
       this.metrics.containersRemoved.inc({ reason: r.reason, dry_run: 'false' });
       this.log.info('removed container', { ...fields, ...(logs.length ? { logs } : {}) });
       result.containers.push({ id: c.id, reason: r.reason });
-      return true;
+      return 'removed';
     } catch (err) {
       this.fail('could not remove container', err, result, fields);
-      return false;
+      return 'failed';
     }
   }
 

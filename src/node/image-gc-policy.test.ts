@@ -6,6 +6,7 @@ import {
   InvalidDiskCapacityError,
   planImageGc,
   protectionOf,
+  recordsLoaded,
   spaceGoalReached,
   takeUntilFreed,
   updateImageRecords,
@@ -323,6 +324,37 @@ describe('planImageGc', () => {
       policy: policy({ maxAgeMs: 60 * MIN }),
     });
     expect(r.age.map((c) => c.image.id)).toEqual(['sha256:n']);
+  });
+
+  test('records from the state file: the maximum age counts from the load at the earliest (the kubelet waits MaxAge after its GC starts)', () => {
+    const DAY = 24 * 60 * MIN;
+    const loadedAt = now - 60 * MIN;
+    // Before the restart: one used 10 days ago, one never used and detected 10 days ago.
+    const records = recordsLoaded(
+      new Map<string, ImageRecord>([
+        ['sha256:used', { firstDetectedMs: now - 20 * DAY, lastUsedMs: now - 10 * DAY }],
+        ['sha256:never', { firstDetectedMs: now - 10 * DAY }],
+      ]),
+      loadedAt,
+    );
+    const at = (nowMs: number) =>
+      planImageGc({
+        images: [image('sha256:used'), image('sha256:never')],
+        records,
+        protection,
+        nowMs,
+        policy: policy({ maxAgeMs: DAY }),
+      });
+    // An hour after the start: neither goes for age; both are old enough for space.
+    const early = at(now);
+    expect(early.age).toEqual([]);
+    expect(early.space.map((c) => c.image.id)).toEqual(['sha256:used', 'sha256:never']);
+    // MaxAge after the start (and no use since): both go.
+    expect(at(loadedAt + DAY).age).toEqual([]);
+    expect(at(loadedAt + DAY + 1).age.map((c) => c.image.id)).toEqual([
+      'sha256:used',
+      'sha256:never',
+    ]);
   });
 });
 

@@ -101,12 +101,16 @@ export interface ImageRecord {
   /** When a container last referenced it (epoch ms); never, if absent. */
   lastUsedMs?: number;
   /**
-   * Where the minimum age counts from, if later than firstDetectedMs (not
-   * persisted): the time this process loaded the record from the state file.
+   * Where both ages count from at the earliest (not persisted): the time this
+   * process loaded the record from the state file, i.e. its GC's start.
    * Whether the image was removed and pulled again under the same ID while
-   * kubegc was not looking cannot be known, so a fresh pull is assumed.
+   * kubegc was not looking cannot be known, so a fresh pull is assumed (the
+   * minimum age counts again); and what used it while kubegc was down is not
+   * known either, so the maximum age waits a whole MaxAge from the start, as
+   * the kubelet's does (its records live in memory: lastUsed is never before
+   * its GC began).
    */
-  minAgeFromMs?: number;
+  agesFromMs?: number;
 }
 
 export type ImageRecords = Map<string, ImageRecord>;
@@ -226,23 +230,33 @@ export function evictionOrder(candidates: Candidate[]): Candidate[] {
   );
 }
 
-/** Unused for longer than MaxAge; never-used images count from their detection. */
+/**
+ * Unused for longer than MaxAge; never-used images count from their
+ * detection, and a record from the state file from no earlier than its load.
+ */
 export function isPastMaxAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
   if (policy.maxAgeMs <= 0) return false;
-  return nowMs - (c.record.lastUsedMs ?? c.record.firstDetectedMs) > policy.maxAgeMs;
+  const unusedSince = Math.max(
+    c.record.lastUsedMs ?? c.record.firstDetectedMs,
+    c.record.agesFromMs ?? 0,
+  );
+  return nowMs - unusedSince > policy.maxAgeMs;
 }
 
 export function isYoungerThanMinAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
-  return nowMs - Math.max(c.record.firstDetectedMs, c.record.minAgeFromMs ?? 0) < policy.minAgeMs;
+  return nowMs - Math.max(c.record.firstDetectedMs, c.record.agesFromMs ?? 0) < policy.minAgeMs;
 }
 
-/** Records loaded from the state file: ages kept, the minimum age counted again from now. */
+/**
+ * Records loaded from the state file: their times are kept (they order the
+ * space pass), but both ages count again from now (see ImageRecord.agesFromMs).
+ */
 export function recordsLoaded(
   records: ReadonlyMap<string, ImageRecord>,
   nowMs: number,
 ): ImageRecords {
   const out: ImageRecords = new Map();
-  for (const [id, r] of records) out.set(id, { ...r, minAgeFromMs: nowMs });
+  for (const [id, r] of records) out.set(id, { ...r, agesFromMs: nowMs });
   return out;
 }
 

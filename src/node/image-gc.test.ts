@@ -380,6 +380,37 @@ describe('image ages and a fresh pull under a known ID', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  test('after a restart with --state-file, an image unused for 10 days is not removed for age until --image-maximum-gc-age after the start', async () => {
+    const DAY = 24 * HOUR;
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'kubegc-state-'));
+    const stateFile = path.join(dir, 'state.json');
+    await saveStateFile(
+      stateFile,
+      new Map([[hex('a'), { firstDetectedMs: NOW - 20 * DAY, lastUsedMs: NOW - 10 * DAY }]]),
+    );
+    // Usage below the high threshold: only the age pass could remove it.
+    const rt = new FakeRuntime(100 * MB, 10 * MB).addImage({
+      id: hex('a'),
+      repoTags: ['docker.io/library/app-a:1'],
+      layers: { a: 10 * MB },
+    });
+    const c = collector(rt, {
+      stateFile,
+      policy: { ...DEFAULT_IMAGE_GC_POLICY, maxAgeMs: DAY },
+    });
+    c.clock.t = NOW;
+    const first = await c.gc.run();
+    expect(first.removed).toEqual([]);
+    expect(rt.removed).toEqual([]);
+    c.clock.t = NOW + DAY;
+    await c.gc.run();
+    expect(rt.removed).toEqual([]);
+    c.clock.t = NOW + DAY + 1;
+    const due = await c.gc.run();
+    expect(due.removed).toEqual([expect.objectContaining({ id: hex('a'), reason: 'age' })]);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   test('removed by someone else and pulled again between two passes: the listing between passes sees it gone and new', async () => {
     const rt = one();
     const c = collector(rt);

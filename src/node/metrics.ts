@@ -26,6 +26,8 @@ export interface NodeMetrics {
   imageGcShortfallBytes: Gauge;
   containersRemoved: Counter<'reason' | 'dry_run'>;
   sandboxesRemoved: Counter<'reason' | 'dry_run'>;
+  containersKept: Counter<'state'>;
+  podsUnknown: Counter<'reason'>;
   lastRunTimestamp: Gauge<'gc'>;
   lastSuccessTimestamp: Gauge<'gc'>;
   runDuration: Histogram<'gc'>;
@@ -77,6 +79,18 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
       name: 'kubegc_node_sandboxes_removed_total',
       help: 'Inactive pod sandboxes removed, by reason: pod-deleted, pod-evicted, pod-terminated (under disk pressure), superseded',
       labelNames: ['reason', 'dry_run'],
+      registers,
+    }),
+    containersKept: new Counter({
+      name: 'kubegc_node_containers_kept_total',
+      help: 'Dead containers planned for removal and kept because their status just before the removal was no longer exited (started since the listing), by that state: created, running, unknown',
+      labelNames: ['state'],
+      registers,
+    }),
+    podsUnknown: new Counter({
+      name: 'kubegc_node_pods_unknown_total',
+      help: "Container passes that removed nothing for a pod reason (deleted, evicted, terminated) because this node's pods were not known, by reason: node-not-found (no Node of the node name: fix --node-name or NODE_NAME), ready-pods-unlisted (the list names none of the pods running here: the same), list-failed (the API did not answer)",
+      labelNames: ['reason'],
       registers,
     }),
     lastRunTimestamp: new Gauge({

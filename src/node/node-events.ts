@@ -1,6 +1,7 @@
 // Warning events on this node's Node object (FreeDiskSpaceFailed,
 // ImageGCFailed, ContainerGCFailed, InvalidDiskCapacity), as the kubelet
-// records them. Best effort: without API access they are only logged.
+// records them, and kubegc's own (pressure reclaims, PodsUnknown). Best
+// effort: without API access they are only logged.
 import { isNotFound, type KubeClient } from '../api/client.ts';
 import { apiEventRecorder, type EventRecorder } from '../gc/events.ts';
 import type { Logger } from '../log.ts';
@@ -13,7 +14,9 @@ export type NodeEventReason =
   /** Normal: a pressure reclaim brought the signal back above threshold + margin. */
   | 'DiskPressureReclaimed'
   /** Warning: it did not; the kubelet may evict pods when the threshold is crossed. */
-  | 'DiskPressureReclaimFailed';
+  | 'DiskPressureReclaimFailed'
+  /** Warning: this node's pods cannot be known (no such Node, or a list of another node's). */
+  | 'PodsUnknown';
 
 export interface NodeEvents {
   warning(reason: NodeEventReason, note: string): void;
@@ -30,6 +33,7 @@ const ACTION: Record<NodeEventReason, string> = {
   ContainerGCFailed: 'ContainerGarbageCollect',
   DiskPressureReclaimed: 'ReclaimDiskPressure',
   DiskPressureReclaimFailed: 'ReclaimDiskPressure',
+  PodsUnknown: 'ContainerGarbageCollect',
 };
 
 export function apiNodeEvents(client: KubeClient, nodeName: string, log: Logger): NodeEvents {

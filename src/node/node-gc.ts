@@ -149,6 +149,7 @@ export class NodeGc {
         podLogDirectories: r.podLogDirectories.length,
         logSymlinks: r.logSymlinks.length,
         podsKnown: r.podsKnown,
+        kept: r.kept.length,
         failures: r.failures,
         dryRun: r.dryRun,
         durationMs: Date.now() - started,

@@ -4,9 +4,11 @@
 // the Pod object still exists), and for the images pods bound here will run
 // or mount (image volumes).
 // Only a complete list counts: any failure means "unknown", and nothing is
-// removed on the strength of it. Each pod is reduced to these few fields as
-// its page arrives; no object is kept.
-import { type KubeClient } from '../api/client.ts';
+// removed on the strength of it. Nor does a list for a node name the API has
+// no Node of: LIST by spec.nodeName answers [] for any name, so an empty list
+// is "no pods" only if the Node exists. Each pod is reduced to these few
+// fields as its page arrives; no object is kept.
+import { isObjectNotFound, METADATA_ACCEPT, type KubeClient } from '../api/client.ts';
 import { fieldEquals } from '../api/field-selector.ts';
 
 export interface NodePod {
@@ -27,8 +29,56 @@ export interface NodePod {
 }
 
 export interface PodLister {
-  /** Every pod bound to this node; throws unless the list is complete. */
+  /**
+   * Every pod bound to this node; throws unless the list is complete and
+   * this node exists (PodsUnknownError when it does not).
+   */
   nodePods(): Promise<NodePod[]>;
+}
+
+/**
+ * Why this node's pods are not known, so that no pod counts as deleted:
+ * no Node of that name (a wrong --node-name, $NODE_NAME or host name), a list
+ * that names none of the pods running here (the same, or a name of another
+ * node), or a list that failed.
+ */
+export type PodsUnknownReason = 'node-not-found' | 'ready-pods-unlisted' | 'list-failed';
+
+export class PodsUnknownError extends Error {
+  readonly reason: PodsUnknownReason;
+  constructor(reason: PodsUnknownReason, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+/** How to fix a node name, for every message that doubts it. */
+export const NODE_NAME_FIX =
+  "give this node's name with --node-name or NODE_NAME (the DaemonSet sets NODE_NAME from spec.nodeName)";
+
+export function nodeNotFoundError(nodeName: string): PodsUnknownError {
+  return new PodsUnknownError(
+    'node-not-found',
+    `no Node "${nodeName}" in the API: the pods listed by spec.nodeName=${nodeName} say nothing about the pods on this node, so none counts as deleted; ${NODE_NAME_FIX}`,
+  );
+}
+
+/**
+ * Whether the API has a Node of this name: true, or false only for a 404 whose
+ * Status names that Node (a 404 for the path itself, from a proxy say, means
+ * nothing about it); any other failure throws. Metadata only: a Node's status
+ * (its image list) can be large, and this runs every pass.
+ */
+export async function nodeExists(client: KubeClient, nodeName: string): Promise<boolean> {
+  try {
+    await client.request<unknown>('GET', `/api/v1/nodes/${encodeURIComponent(nodeName)}`, {
+      accept: METADATA_ACCEPT,
+    });
+    return true;
+  } catch (err) {
+    if (isObjectNotFound(err, nodeName)) return false;
+    throw err;
+  }
 }
 
 /** A static pod's containers carry the kubelet's UID for it, which its mirror pod names here. */
@@ -89,6 +139,9 @@ export function toNodePod(p: RawPod): NodePod | undefined {
 export function apiPodLister(client: KubeClient, nodeName: string, pageSize = 500): PodLister {
   return {
     async nodePods() {
+      // Before the list: a Node registered in between makes the list this
+      // node's; one checked after could have appeared after an empty list.
+      if (!(await nodeExists(client, nodeName))) throw nodeNotFoundError(nodeName);
       const pods: NodePod[] = [];
       let token: string | undefined;
       do {

@@ -25,6 +25,7 @@ const containerResult = (n: number): ContainerPassResult => ({
   podLogDirectories: [],
   logSymlinks: [],
   podsKnown: true,
+  kept: [],
   failures: 0,
   dryRun: false,
 });

@@ -1,10 +1,12 @@
 // Container GC of `kubegc node` against a real containerd: the per-container
 // cap, the minimum TTL, unidentified containers, running containers, the
 // global cap with the per-unit average rule then oldest-first, and (with API
-// access) containers, sandboxes and log directories of pods deleted from the API.
+// access) containers, sandboxes and log directories of pods deleted from the API,
+// and none of them when the node name is wrong (no such Node, or another node).
 import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import { legacyLogSymlinkName } from '../../src/node/container-gc-policy.ts';
 import { testNamespace } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
@@ -42,6 +44,20 @@ function linkLog(pod: PodSandboxHandle, name: string, attempt: number, id: strin
   );
   symlinkSync(path.join(pod.logDirectory, name, `${attempt}.log`), link);
   return link;
+}
+
+/** A Pod in the API bound to `nodeName`, with one container (no kubelet runs it); its object. */
+function apiPod(
+  namespace: string,
+  name: string,
+  nodeName: string,
+  container: { name: string; image: string },
+  restartPolicy = 'Always',
+): Promise<V1Pod> {
+  return c.core.createNamespacedPod({
+    namespace,
+    body: { metadata: { name }, spec: { nodeName, restartPolicy, containers: [container] } },
+  });
 }
 
 const linkExists = (p: string): boolean => {
@@ -127,12 +143,9 @@ describe('with API access', () => {
 
   test('containers, sandboxes and log directories of pods deleted from the API are removed; live pods keep their newest', async () => {
     const namespace = await testNamespace(c.core, 'node-gc');
-    const livePod = await c.core.createNamespacedPod({
-      namespace,
-      body: {
-        metadata: { name: 'live' },
-        spec: { nodeName, containers: [{ name: 'app', image: 'kubegc.test/app:1' }] },
-      },
+    const livePod = await apiPod(namespace, 'live', nodeName, {
+      name: 'app',
+      image: 'kubegc.test/app:1',
     });
     const liveUid = livePod.metadata?.uid ?? '';
 
@@ -180,6 +193,85 @@ describe('with API access', () => {
     expect(strict.logged('removed sandbox').map((l) => [l.id, l.reason])).toEqual([
       [liveOld.id, 'superseded'],
     ]);
+    await c.core.deleteNamespace({ name: namespace });
+  });
+});
+
+describe('a wrong node name', () => {
+  const { name: nodeName } = nodeObject(c, 'kubegc-e2e-n');
+  const { name: otherNode } = nodeObject(c, 'kubegc-e2e-other');
+
+  test("no Node of that name, or one whose pods are not those running here: a Succeeded Job pod's container, sandbox and log directory are kept", async () => {
+    const namespace = await testNamespace(c.core, 'node-wrong');
+    const created = await apiPod(
+      namespace,
+      'job',
+      nodeName,
+      { name: 'work', image: 'kubegc.test/job:1' },
+      'Never',
+    );
+    await c.core.replaceNamespacedPodStatus({
+      namespace,
+      name: 'job',
+      body: { ...created, status: { phase: 'Succeeded' } },
+    });
+    const job = await h.runPod({ name: 'job', namespace, uid: created.metadata?.uid ?? '' });
+    const [work] = await deadContainers(job, 'work', 1);
+    await h.stopPod(job);
+    const kept = async (): Promise<void> => {
+      expect(await h.containerIds()).toEqual(new Set([work]));
+      expect(await h.sandboxIds()).toContain(job.id);
+      expect(existsSync(job.logDirectory)).toBe(true);
+    };
+
+    // A name the API has no Node of: its pod list is [] (the Job pod is bound elsewhere).
+    const wrong = `wrong-${process.pid}`;
+    const run = await runNodeOnce(h, ['--kubeconfig', cluster.kubeconfig, '--node-name', wrong]);
+    await kept();
+    expect(run.code).toBe(0);
+    expect(run.logged('container GC pass done')[0]?.podsKnown).toBe(false);
+    const errors = run.lines.filter((l) => l.level === 'error');
+    // One line at start (with where the name came from), one from the pass.
+    expect(errors).toEqual([
+      expect.objectContaining({
+        msg: expect.stringMatching(`no Node "${wrong}" in the API.*--node-name or NODE_NAME`),
+        nameFrom: '--node-name',
+      }),
+      expect.objectContaining({ node: wrong, reason: 'node-not-found' }),
+    ]);
+
+    // A Node that exists but is not this one, while a pod of this one runs
+    // here (its sandbox READY).
+    const webPod = await apiPod(namespace, 'web', nodeName, {
+      name: 'server',
+      image: 'kubegc.test/web:1',
+    });
+    const web = await h.runPod({ name: 'web', namespace, uid: webPod.metadata?.uid ?? '' });
+    const other = await runNodeOnce(h, [
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--node-name',
+      otherNode,
+    ]);
+    await kept();
+    expect(other.code).toBe(0);
+    expect(other.logged('container GC pass done')[0]?.podsKnown).toBe(false);
+    expect(other.lines.filter((l) => l.level === 'error')).toEqual([
+      expect.objectContaining({ node: otherNode, reason: 'ready-pods-unlisted' }),
+    ]);
+
+    // The right name: the list is complete, and the Job pod exists, so its
+    // newest dead container stays (`kubectl logs --previous`), as on the kubelet.
+    const right = await runNodeOnce(h, [
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--node-name',
+      nodeName,
+    ]);
+    expect(right.code).toBe(0);
+    expect(right.logged('container GC pass done')[0]?.podsKnown).toBe(true);
+    await kept();
+    expect(await h.sandboxIds()).toEqual(new Set([job.id, web.id]));
     await c.core.deleteNamespace({ name: namespace });
   });
 });

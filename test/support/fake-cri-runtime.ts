@@ -104,8 +104,16 @@ export class FakeRuntime {
         attempt: 0,
         state: 'notready',
         createdAtNs: BigInt(createdAtMs) * 1_000_000n,
-        labels: {},
+        labels: { 'io.kubernetes.pod.uid': podUid },
       });
+    return this;
+  }
+
+  /** The pod's sandbox runs (READY), as while any of its containers may run. */
+  readySandbox(podUid: string): this {
+    this.sandboxes = this.sandboxes.map((s) =>
+      s.id === `sb-${podUid}` ? { ...s, state: 'ready' } : s,
+    );
     return this;
   }
 

@@ -97,6 +97,9 @@ test.each([
     ['--pinned-images', 'nginx:1.25@sha256:abc'],
     /--pinned-images: "nginx:1.25@sha256:abc" can never match an image/,
   ],
+  // No Node can have such a name: every pod list would be empty.
+  [['--node-name', 'node_1'], /--node-name: "node_1" is not a DNS subdomain/],
+  [['--node-name', `n${'x'.repeat(253)}`], /--node-name: "nx+" is longer than 253 characters/],
 ])('kubegc node %p is a usage error (one line, exit code 2)', async (args, message) => {
   const err = await nodeCommand(args).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(UsageError);

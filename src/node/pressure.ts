@@ -258,10 +258,12 @@ export class PressureMonitor {
       report.after = await this.level(need, fsys.paths);
     }
     if (steps.includes('images') && report.after < need.target) {
-      const r = await passes.images({
-        wantedBytes: isInodeSignal(need.signal) ? 0 : need.target - report.after,
-        done: (fs) => observe(need.signal, toObservation(fs)).available >= need.target,
-      });
+      const done = (fs: FsStats): boolean =>
+        observe(need.signal, toObservation(fs)).available >= need.target;
+      // An inode signal has no byte figure: the image pass goes by the filesystem alone.
+      const r = await passes.images(
+        isInodeSignal(need.signal) ? { done } : { wantedBytes: need.target - report.after, done },
+      );
       report.imagesRemoved = r.removed.length;
       report.after = await this.level(need, fsys.paths);
     }

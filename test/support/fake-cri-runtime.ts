@@ -12,7 +12,7 @@ import type {
   ContainerState,
   ImageFilesystem,
 } from '../../src/node/cri/client.ts';
-import type { FsStats } from '../../src/node/image-gc-policy.ts';
+import type { FsStats, ImageStoreView } from '../../src/node/image-gc-policy.ts';
 import { createNodeMetrics, type NodeMetrics } from '../../src/node/metrics.ts';
 import type { NodeEventReason, NodeEvents } from '../../src/node/node-events.ts';
 import type { RuntimeConnection } from '../../src/node/runtime.ts';
@@ -117,11 +117,29 @@ export class FakeRuntime {
     return [...layers.values()].reduce((a, b) => a + b, 0);
   }
 
-  statfs = (_mountpoint: string): Promise<FsStats> =>
-    Promise.resolve({
+  /** Inodes of the filesystem, when a test wants statfs to report them: each distinct layer takes `perLayer`. */
+  inodes?: { capacity: number; otherUsed: number; perLayer: number };
+
+  statfs = (_mountpoint: string): Promise<FsStats> => {
+    const layers = new Set<string>();
+    for (const i of this.images.values()) for (const l of Object.keys(i.layers)) layers.add(l);
+    return Promise.resolve({
       capacityBytes: this.capacityBytes,
       availableBytes: this.capacityBytes - this.otherUsedBytes - this.imageDiskBytes(),
+      ...(this.inodes
+        ? {
+            inodes: this.inodes.capacity,
+            inodesFree:
+              this.inodes.capacity - this.inodes.otherUsed - layers.size * this.inodes.perLayer,
+          }
+        : {}),
     });
+  };
+
+  /** What kubegc sees at the image filesystem's mountpoint: the runtime's files, on its device. */
+  storeView: ImageStoreView = { device: 1n, entries: [{ name: 'images.json', device: 1n }] };
+
+  imageStore = (_mountpoint: string): Promise<ImageStoreView> => Promise.resolve(this.storeView);
 
   private readonly client = {
     listImages: (): Promise<CriImage[]> =>

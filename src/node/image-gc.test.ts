@@ -29,17 +29,11 @@ function collector(rt: FakeRuntime, o: Partial<ImageGcOptions> = {}) {
   const clock = { t: NOW - HOUR };
   const gc = new ImageGarbageCollector(
     rt.connection(),
-    {
+    rt.imageGcOptions({
       policy: { ...DEFAULT_IMAGE_GC_POLICY, highThresholdPercent: 85, lowThresholdPercent: 80 },
-      pinnedImages: [],
-      sandboxImage: 'registry.k8s.io/pause:3.10',
-      maxRemovalsPerRun: 0,
-      dryRun: false,
-      statfs: rt.statfs,
-      imageStore: rt.imageStore,
       now: () => clock.t,
       ...o,
-    },
+    }),
     quietLog,
     metrics,
     events,
@@ -197,16 +191,8 @@ describe('a pass on CRI-O-shaped answers', () => {
 describe('the space pass when the disk does not follow the removals', () => {
   // 100 MB, 70 MB used by other things, eight unused 2 MB images: 86% used, the
   // low threshold (80%) wants 6 MB back, three images by their sizes (the kubelet's stop).
-  const eight = (): FakeRuntime => {
-    const rt = new FakeRuntime(100 * MB, 70 * MB);
-    for (let i = 0; i < 8; i++)
-      rt.addImage({
-        id: hex(String(i)),
-        repoTags: [`docker.io/library/app${i}:1`],
-        layers: { [`l${i}`]: 2 * MB },
-      });
-    return rt;
-  };
+  const eight = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 70 * MB).addApps(8, 2 * MB, (i) => hex(String(i)));
 
   test.each([
     // Writes as much as each removal frees: the disk never moves, so nothing
@@ -281,14 +267,8 @@ describe('the space pass when the disk does not follow the removals', () => {
 describe('pressure reclaim on an inode signal (no byte figure)', () => {
   test('removes least recently used images until the filesystem says enough; a dry run names every eligible image, as DeleteUnusedImages would remove', async () => {
     const build = (): FakeRuntime => {
-      const rt = new FakeRuntime(100 * MB, 10 * MB);
+      const rt = new FakeRuntime(100 * MB, 10 * MB).addApps(4, 1 * MB, (i) => hex(String(i)));
       rt.inodes = { capacity: 1000, otherUsed: 800, perLayer: 30 };
-      for (let i = 0; i < 4; i++)
-        rt.addImage({
-          id: hex(String(i)),
-          repoTags: [`docker.io/library/app${i}:1`],
-          layers: { [`l${i}`]: 1 * MB },
-        });
       return rt;
     };
     const done = (fs: { inodesFree?: number }): boolean => (fs.inodesFree ?? 0) >= 150;

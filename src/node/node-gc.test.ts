@@ -12,7 +12,6 @@ import { MAX_TIMER_MS } from '../timers.ts';
 import { ContainerGarbageCollector } from './container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from './container-gc-policy.ts';
 import { ImageGarbageCollector } from './image-gc.ts';
-import { DEFAULT_IMAGE_GC_POLICY } from './image-gc-policy.ts';
 import { NodeGc } from './node-gc.ts';
 
 const HOUR = 3_600_000;
@@ -33,18 +32,12 @@ function nodeGc(imagePeriodMs: number, containerPeriodMs: number) {
   const runtime = rt.connection();
   const images = new ImageGarbageCollector(
     runtime,
-    {
-      policy: DEFAULT_IMAGE_GC_POLICY,
-      pinnedImages: [],
-      sandboxImage: 'registry.k8s.io/pause:3.10',
-      maxRemovalsPerRun: 0,
-      dryRun: false,
-      statfs: rt.statfs,
+    rt.imageGcOptions({
       imageStore: (mountpoint) => {
         passes.image++;
         return rt.imageStore(mountpoint);
       },
-    },
+    }),
     quietLog,
     metrics,
     events,

@@ -9,7 +9,7 @@ import {
 } from '../../test/support/fake-cri-runtime.ts';
 import type { ContainerPassResult } from './container-gc.ts';
 import { ImageGarbageCollector } from './image-gc.ts';
-import { DEFAULT_IMAGE_GC_POLICY, type FsStats } from './image-gc-policy.ts';
+import type { FsStats } from './image-gc-policy.ts';
 import { PressureMonitor, type ReclaimPasses } from './pressure.ts';
 import { DEFAULT_EVICTION_HARD, parseEvictionHard } from './pressure-policy.ts';
 
@@ -63,16 +63,7 @@ async function node(o: {
   const clock = { t: NOW - 3_600_000 };
   const images = new ImageGarbageCollector(
     rt.connection(),
-    {
-      policy: DEFAULT_IMAGE_GC_POLICY,
-      pinnedImages: [],
-      sandboxImage: 'registry.k8s.io/pause:3.10',
-      maxRemovalsPerRun: 0,
-      dryRun: false,
-      statfs: rt.statfs,
-      imageStore: rt.imageStore,
-      now: () => clock.t,
-    },
+    rt.imageGcOptions({ now: () => clock.t }),
     quietLog,
     metrics,
     events,

@@ -119,17 +119,18 @@ test('a usage error is one line on stderr and exit code 2', () => {
   ]);
 });
 
+/** One pass of each kind against a socket that does not exist (each fails fast). */
+const ONCE_WITHOUT_RUNTIME = [
+  'node',
+  '--once',
+  '--cri-endpoint',
+  'unix:///nonexistent/kubegc-test.sock',
+  '--runtime-request-timeout',
+  '2s',
+];
+
 test("--once with a --root-dir that does not exist: exit code 2 before any pass, naming the flags to pass; with --eviction-hard='' the passes run", () => {
-  const missing = [
-    'node',
-    '--once',
-    '--cri-endpoint',
-    'unix:///nonexistent/kubegc-test.sock',
-    '--runtime-request-timeout',
-    '2s',
-    '--root-dir',
-    '/nonexistent/kubelet',
-  ];
+  const missing = [...ONCE_WITHOUT_RUNTIME, '--root-dir', '/nonexistent/kubelet'];
   const r = kubegc(...missing);
   expect(r.status).toBe(2);
   expect(r.stderr.trim().split('\n')).toEqual([
@@ -146,17 +147,8 @@ test("--once with a --root-dir that does not exist: exit code 2 before any pass,
 });
 
 test('--once against a missing socket: one clear error line per pass, exit code 1', () => {
-  const r = kubegc(
-    'node',
-    '--once',
-    '--cri-endpoint',
-    'unix:///nonexistent/kubegc-test.sock',
-    '--runtime-request-timeout',
-    '2s',
-    // A directory that exists wherever the test runs (the default, /var/lib/kubelet, may not).
-    '--root-dir',
-    os.tmpdir(),
-  );
+  // A --root-dir that exists wherever the test runs (the default, /var/lib/kubelet, may not).
+  const r = kubegc(...ONCE_WITHOUT_RUNTIME, '--root-dir', os.tmpdir());
   expect(r.status).toBe(1);
   const errors = r.stderr
     .trim()

@@ -1,5 +1,6 @@
 // Flags every long-running kubegc mode shares, defined once.
 import { LEVELS, type Level } from '../log.ts';
+import { MAX_TIMER_MS } from '../timers.ts';
 import { parseBindAddress, sharedPortProblem } from '../observability/server.ts';
 import type { FlagSpec, FlagSpecs, FlagValue } from './flags.ts';
 import type { SecureServingOptions } from '../observability/secure-serving.ts';
@@ -8,6 +9,24 @@ export const atLeast =
   (min: number) =>
   (v: unknown): string | undefined =>
     (v as number) < min ? `must be at least ${min}` : undefined;
+
+/** 596h: the whole hours below MAX_TIMER_MS, the longest duration a flag waited on with one timer takes. */
+export const MAX_TIMER_FLAG_MS = Math.floor(MAX_TIMER_MS / 3_600_000) * 3_600_000;
+
+/**
+ * A duration kubegc waits on with a single timer (setTimeout, setInterval, a
+ * socket timeout): at least `min` ms, and at most 596h, since a longer timer
+ * fires after 1 ms and turns the wait into a busy loop.
+ */
+export const timerDuration =
+  (min = 0) =>
+  (v: unknown): string | undefined => {
+    if (typeof v !== 'number') return 'must be a duration';
+    if (v < min) return `must be at least ${min}`;
+    if (v > MAX_TIMER_FLAG_MS)
+      return `must be at most ${MAX_TIMER_FLAG_MS / 3_600_000}h: kubegc waits on it with one timer, and a timer cannot wait longer than 2^31-1 ms (24.8 days)`;
+    return undefined;
+  };
 
 export const validAddress = (v: unknown): string | undefined => {
   try {

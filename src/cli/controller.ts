@@ -25,6 +25,7 @@ import {
   SECURE_SERVING_FLAGS,
   secureServingOptions,
   servingFlagProblems,
+  timerDuration,
 } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
@@ -45,7 +46,7 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     kind: 'duration',
     help: 'how often to re-discover resources (new CRDs are watched within this)',
     default: '30s',
-    validate: atLeast(1000),
+    validate: timerDuration(1000),
   },
   'ignored-resources': {
     kind: 'list',
@@ -77,12 +78,13 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     kind: 'duration',
     help: 'timeout of one API request (watches excepted)',
     default: '30s',
-    validate: atLeast(1000),
+    validate: timerDuration(1000),
   },
   'initial-sync-timeout': {
     kind: 'duration',
     help: 'start deciding after every informer listed once, or after this long',
     default: '30s',
+    validate: timerDuration(),
   },
   'min-watch-timeout': {
     kind: 'duration',
@@ -122,12 +124,13 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     kind: 'duration',
     help: 'how long the leader keeps trying to renew before it stops',
     default: '10s',
+    validate: timerDuration(),
   },
   'leader-elect-retry-period': {
     kind: 'duration',
     help: 'interval between attempts to acquire or renew the lease',
     default: '2s',
-    validate: atLeast(100),
+    validate: timerDuration(100),
   },
   'leader-elect-resource-namespace': {
     kind: 'string',

@@ -36,6 +36,8 @@ export function parseDuration(text: string): number {
   if (consumed === 0 || consumed !== text.length) {
     throw new UsageError(`invalid duration "${text}" (examples: 500ms, 30s, 2m, 1h30m)`);
   }
+  // Hundreds of digits parse to Infinity, which no flag means.
+  if (!Number.isFinite(total)) throw new UsageError(`duration "${text}" is too long`);
   return total;
 }
 

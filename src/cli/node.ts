@@ -18,11 +18,11 @@ import { createNodeMetrics } from '../node/metrics.ts';
 import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
 import { apiPodLister, NODE_NAME_FIX, nodeExists, nodeNotFoundError } from '../node/pods.ts';
-import { PressureMonitor } from '../node/pressure.ts';
+import { PressureMonitor, rootDirProblem } from '../node/pressure.ts';
 import {
   DEFAULT_EVICTION_HARD,
   parseEvictionHard,
-  parseThresholdValue,
+  parseReclaimMargin,
   type ThresholdValue,
 } from '../node/pressure-policy.ts';
 import { RuntimeConnection } from '../node/runtime.ts';
@@ -38,6 +38,7 @@ import {
   SECURE_SERVING_FLAGS,
   secureServingOptions,
   servingFlagProblems,
+  timerDuration,
 } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
@@ -53,7 +54,7 @@ export const NODE_FLAGS: FlagSpecs = {
     kind: 'duration',
     help: 'deadline of every CRI call',
     default: '2m',
-    validate: atLeast(100),
+    validate: timerDuration(100),
   },
   'node-name': {
     kind: 'string',
@@ -96,7 +97,7 @@ export const NODE_FLAGS: FlagSpecs = {
   },
   'eviction-reclaim-margin': {
     kind: 'string',
-    help: 'reclaim starts when a disk signal is within this of its --eviction-hard threshold and frees until it is twice this above (a percentage of the filesystem, or a quantity such as 2Gi)',
+    help: 'reclaim starts when a disk signal is within this of its --eviction-hard threshold and frees until it is twice this above (a percentage of the filesystem, at most 10%, or a quantity such as 2Gi)',
     default: '5%',
   },
   'root-dir': {
@@ -248,11 +249,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   let margin: ThresholdValue;
   try {
     eviction = parseEvictionHard(flags['eviction-hard'] as string);
-    margin = parseThresholdValue(
-      '--eviction-reclaim-margin',
-      'margin',
-      flags['eviction-reclaim-margin'] as string,
-    );
+    margin = parseReclaimMargin(flags['eviction-reclaim-margin'] as string);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -329,6 +326,12 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     events,
   );
   const pressurePeriodMs = flags['pressure-check-period'] as number;
+  // Checked before any pass: --once would otherwise run both and fail only at the pressure check.
+  const rootProblem =
+    eviction.thresholds.length > 0 &&
+    pressurePeriodMs > 0 &&
+    (await rootDirProblem(flags['root-dir'] as string));
+  if (rootProblem) throw new UsageError(rootProblem);
   const pressure =
     eviction.thresholds.length > 0 && pressurePeriodMs > 0
       ? new PressureMonitor(

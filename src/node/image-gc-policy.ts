@@ -66,6 +66,29 @@ export interface FsStats {
 
 export class InvalidDiskCapacityError extends Error {}
 
+/** What kubegc sees at the image filesystem's mountpoint (statfs.ts viewImageStore). */
+export interface ImageStoreView {
+  /** st_dev of the mountpoint: the filesystem statfs of it measures. */
+  device: bigint;
+  /** The first few entries in it (the runtime's own files: metadata.db, snapshots, images.json...) and their st_dev. */
+  entries: { name: string; device: bigint }[];
+}
+
+/**
+ * Why statfs of the mountpoint would not measure the runtime's image store,
+ * or undefined if it would: the directory shows none of the runtime's files
+ * (the host path is not mounted there), or they are on another device than
+ * the directory statfs measures (a filesystem mounted below it).
+ */
+export function imageStoreProblem(mountpoint: string, view: ImageStoreView): string | undefined {
+  if (view.entries.length === 0)
+    return `the image filesystem ${mountpoint} (ImageFsInfo) is empty as kubegc sees it: the runtime's image store is not there, so statfs would measure another filesystem (in a pod, mount the host's directory at the same path)`;
+  const elsewhere = view.entries.find((e) => e.device !== view.device);
+  if (elsewhere)
+    return `${mountpoint}/${elsewhere.name} is on device ${elsewhere.device}, but ${mountpoint} (ImageFsInfo), which statfs measures, is on device ${view.device}: the usage kubegc would see is not the image store's`;
+  return undefined;
+}
+
 // BigInt: available×100 overflows 2^53 on file systems above ~90 TB.
 const big = (n: number): bigint => BigInt(Math.floor(n));
 

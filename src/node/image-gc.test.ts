@@ -29,16 +29,11 @@ function collector(rt: FakeRuntime, o: Partial<ImageGcOptions> = {}) {
   const clock = { t: NOW - HOUR };
   const gc = new ImageGarbageCollector(
     rt.connection(),
-    {
+    rt.imageGcOptions({
       policy: { ...DEFAULT_IMAGE_GC_POLICY, highThresholdPercent: 85, lowThresholdPercent: 80 },
-      pinnedImages: [],
-      sandboxImage: 'registry.k8s.io/pause:3.10',
-      maxRemovalsPerRun: 0,
-      dryRun: false,
-      statfs: rt.statfs,
       now: () => clock.t,
       ...o,
-    },
+    }),
     quietLog,
     metrics,
     events,
@@ -94,7 +89,7 @@ describe('a pass on CRI-O-shaped answers', () => {
       })
       .addContainer('ctr-run', 'docker.io/library/running:1');
 
-  test('the sizes say "enough" after one image, the disk does not: the pass goes on by the disk while eligible images remain', async () => {
+  test('the sizes say "enough" after one image, the disk does not: it goes on by the sizes for what the disk still lacked, once, and reports the rest', async () => {
     const rt = shared();
     // Images: 8+1+1+1+1+2+3 = 17 MB on disk; used 87% ≥ 85; low 80% wants 7 MB back.
     expect(rt.imageDiskBytes()).toBe(17 * MB);
@@ -104,14 +99,23 @@ describe('a pass on CRI-O-shaped answers', () => {
     const r = await gc.run();
     expect(r.usagePercentBefore).toBe(87);
     expect(r.wantedBytes).toBe(7 * MB);
-    // The first removal reports 9 MB (≥ 7 MB wanted) but frees 1 MB; all three
-    // sharers must go before the base layer does.
-    expect(new Set(rt.removed)).toEqual(new Set([hex('a'), hex('b'), hex('c')]));
-    expect(r.measuredFreedBytes).toBe(11 * MB);
-    expect(r.shortfallBytes).toBe(0);
-    expect(events.seen).toEqual([]);
+    // app-a reports 9 MB (≥ 7 MB wanted, the kubelet's stop) but frees 1 MB;
+    // the disk still lacks 6 MB: app-b (9 MB by its size) and no more.
+    expect(rt.removed).toEqual([hex('a'), hex('b')]);
+    expect(r.measuredFreedBytes).toBe(2 * MB);
+    expect(r.shortfallBytes).toBe(5 * MB);
+    expect(events.seen.map((e) => e.reason)).toEqual(['FreeDiskSpaceFailed']);
+    expect(events.seen[0]?.note).toContain(
+      "stopped where the runtime's sizes said enough and then once more by what the disk lacked, keeping 1 eligible images",
+    );
     // Kept: the pinned pause image, a running container's image, a --pinned-images short name.
-    expect([...rt.images.keys()].sort()).toEqual([hex('k'), hex('p'), hex('r')].sort());
+    expect([...rt.images.keys()].sort()).toEqual([hex('c'), hex('k'), hex('p'), hex('r')].sort());
+    // The next pass measures again (85%: 5 MB wanted) and app-c takes the shared layer with it.
+    const next = await gc.run();
+    expect(next.wantedBytes).toBe(5 * MB);
+    expect(rt.removed).toEqual([hex('a'), hex('b'), hex('c')]);
+    expect(next.measuredFreedBytes).toBe(9 * MB);
+    expect(next.shortfallBytes).toBe(0);
   });
 
   test('nothing eligible is left and the disk is short: the shortfall and FreeDiskSpaceFailed come from the disk, not the sizes', async () => {
@@ -181,6 +185,106 @@ describe('a pass on CRI-O-shaped answers', () => {
     const r = await gc.run();
     expect(rt.images.has(hex('a'))).toBe(true);
     expect(r.removed.map((x) => x.id)).toEqual([hex('b')]);
+  });
+});
+
+describe('the space pass when the disk does not follow the removals', () => {
+  // 100 MB, 70 MB used by other things, eight unused 2 MB images: 86% used, the
+  // low threshold (80%) wants 6 MB back, three images by their sizes (the kubelet's stop).
+  const eight = (): FakeRuntime =>
+    new FakeRuntime(100 * MB, 70 * MB).addApps(8, 2 * MB, (i) => hex(String(i)));
+
+  test.each([
+    // Writes as much as each removal frees: the disk never moves, so nothing
+    // tells by how much the sizes overstate; the kubelet's three, and no more.
+    [2 * MB, 3, 6 * MB],
+    // Writes half: 3 MB freed after three, 3 MB still lacking, two more by
+    // their sizes (4 MB), then stop: five.
+    [1 * MB, 5, 1 * MB],
+  ])(
+    'another writer filling the disk (%d bytes per removal): it stops after the sizes and one more measure (%d of 8 removed), and reports the shortfall',
+    async (written, removed, shortfall) => {
+      const rt = eight();
+      rt.beforeRemove = () => {
+        rt.otherUsedBytes += written;
+      };
+      const c = collector(rt);
+      await aged(c, rt);
+      const r = await c.gc.run();
+      expect(r.wantedBytes).toBe(6 * MB);
+      expect(rt.removed).toHaveLength(removed);
+      expect(rt.images.size).toBe(8 - removed);
+      expect(r.shortfallBytes).toBe(shortfall);
+      expect(c.events.seen.map((e) => e.reason)).toEqual(['FreeDiskSpaceFailed']);
+      expect(c.events.seen[0]?.note).toContain(`keeping ${8 - removed} eligible images`);
+      expect(
+        await c.registry.getSingleMetricAsString('kubegc_node_image_gc_shortfall_bytes'),
+      ).toContain(`kubegc_node_image_gc_shortfall_bytes ${shortfall}`);
+    },
+  );
+
+  test("statfs of a filesystem the images are not on (the same device, so the start check cannot tell): the kubelet's three, then a shortfall that says the disk did not move", async () => {
+    const rt = eight();
+    const c = collector(rt, {
+      statfs: () => Promise.resolve({ capacityBytes: 100 * MB, availableBytes: 14 * MB }),
+    });
+    await aged(c, rt);
+    const r = await c.gc.run();
+    expect(r.wantedBytes).toBe(6 * MB);
+    expect(rt.removed).toEqual([hex('0'), hex('1'), hex('2')]);
+    expect(r.shortfallBytes).toBe(6 * MB);
+    expect(c.events.seen[0]?.note).toContain(
+      'the disk did not move while images the runtime sizes at 6000000 bytes went: another writer may be filling it, or /var/lib/containers/storage is not where the images are',
+    );
+  });
+
+  test.each([
+    [
+      'empty (the host directory not mounted there)',
+      { device: 7n, entries: [] },
+      "the image filesystem /var/lib/containers/storage (ImageFsInfo) is empty as kubegc sees it: the runtime's image store is not there",
+    ],
+    [
+      'holding files of another device (a filesystem mounted below it)',
+      { device: 7n, entries: [{ name: 'overlay-images', device: 9n }] },
+      '/var/lib/containers/storage/overlay-images is on device 9, but /var/lib/containers/storage (ImageFsInfo), which statfs measures, is on device 7',
+    ],
+  ])(
+    'the mountpoint ImageFsInfo names is %s: the pass is refused with a filesystem error saying so, nothing removed',
+    async (_what, view, message) => {
+      const rt = eight();
+      rt.storeView = view;
+      const c = collector(rt);
+      await aged(c, rt);
+      const err = await c.gc.run().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FilesystemError);
+      expect(err instanceof Error ? err.message : '').toContain(message);
+      expect(rt.removed).toEqual([]);
+    },
+  );
+});
+
+describe('pressure reclaim on an inode signal (no byte figure)', () => {
+  test('removes least recently used images until the filesystem says enough; a dry run names every eligible image, as DeleteUnusedImages would remove', async () => {
+    const build = (): FakeRuntime => {
+      const rt = new FakeRuntime(100 * MB, 10 * MB).addApps(4, 1 * MB, (i) => hex(String(i)));
+      rt.inodes = { capacity: 1000, otherUsed: 800, perLayer: 30 };
+      return rt;
+    };
+    const done = (fs: { inodesFree?: number }): boolean => (fs.inodesFree ?? 0) >= 150;
+    const rt = build(); // 4 × 30 inodes: 80 free; 150 wanted → three images
+    const c = collector(rt);
+    await aged(c, rt);
+    const r = await c.gc.run({ reclaim: { done } });
+    expect(rt.removed).toEqual([hex('0'), hex('1'), hex('2')]);
+    expect(r.removed.map((x) => x.reason)).toEqual(['pressure', 'pressure', 'pressure']);
+
+    const dry = build();
+    const d = collector(dry, { dryRun: true });
+    await aged(d, dry);
+    const dr = await d.gc.run({ reclaim: { done } });
+    expect(dry.removed).toEqual([]);
+    expect(dr.removed).toHaveLength(4);
   });
 });
 

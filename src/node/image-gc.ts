@@ -1,5 +1,6 @@
 // One image GC pass: look at the runtime (images, containers, image
-// filesystem), update the ages, decide with image-gc-policy.ts, remove over
+// filesystem), check that the filesystem statfs measures holds the runtime's
+// image store, update the ages, decide with image-gc-policy.ts, remove over
 // CRI, and measure the file system again so the bytes reported are the bytes
 // actually freed.
 import type { Logger } from '../log.ts';
@@ -9,6 +10,7 @@ import {
   bytesToFree,
   imagesInUse,
   imagesOfNodePods,
+  imageStoreProblem,
   notePresentImages,
   recordsLoaded,
   InvalidDiskCapacityError,
@@ -20,8 +22,10 @@ import {
   usagePercent,
   type Candidate,
   type FsStats,
+  type ImageGcPlan,
   type ImageGcPolicy,
   type ImageRecords,
+  type ImageStoreView,
 } from './image-gc-policy.ts';
 import { globMatcher, imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
@@ -29,7 +33,7 @@ import type { NodePod, PodLister } from './pods.ts';
 import type { NodeEvents } from './node-events.ts';
 import type { RuntimeConnection } from './runtime.ts';
 import { loadStateFile, saveStateFile } from './state-file.ts';
-import { statFilesystem } from './statfs.ts';
+import { statFilesystem, viewImageStore } from './statfs.ts';
 
 /** The image filesystem could not be found or measured. */
 export class FilesystemError extends Error {}
@@ -55,13 +59,19 @@ export interface ImageGcOptions {
   inUseRecheckMs?: number;
   /** statfs of the image filesystem (replaceable in tests). */
   statfs?: (mountpoint: string) => Promise<FsStats>;
+  /** The devices at the mountpoint and of the runtime's files in it (replaceable in tests). */
+  imageStore?: (mountpoint: string) => Promise<ImageStoreView>;
   now?: () => number;
 }
 
 /** A pressure reclaim's goal on the image filesystem. */
 export interface ImageReclaim {
-  /** Bytes it would take (for the logs and the shortfall). */
-  wantedBytes: number;
+  /**
+   * Bytes it would take, for a signal on bytes (the logs, the shortfall, and
+   * what a dry run goes by). Absent for an inode signal: the runtime reports
+   * no inode count per image, so only the filesystem measured again tells.
+   */
+  wantedBytes?: number;
   /** Whether the image filesystem, as just measured, is enough. */
   done: (fs: FsStats) => boolean;
 }
@@ -99,12 +109,15 @@ export class ImageGarbageCollector {
   private readonly metrics: NodeMetrics;
   private readonly events: NodeEvents;
   private readonly statfs: (mountpoint: string) => Promise<FsStats>;
+  private readonly imageStore: (mountpoint: string) => Promise<ImageStoreView>;
   private readonly now: () => number;
   private records: ImageRecords = new Map();
   private stateLoaded = false;
   private inUse = new Set<string>();
   private podImagesInUse = new Set<string>();
   private warnedPinnedSandbox = false;
+  /** The mountpoint last found to hold the runtime's files (said once in the log). */
+  private storeChecked: string | undefined;
 
   constructor(
     runtime: RuntimeConnection,
@@ -119,6 +132,7 @@ export class ImageGarbageCollector {
     this.metrics = metrics;
     this.events = events;
     this.statfs = opts.statfs ?? statFilesystem;
+    this.imageStore = opts.imageStore ?? viewImageStore;
     this.now = opts.now ?? Date.now;
   }
 
@@ -257,7 +271,8 @@ export class ImageGarbageCollector {
    * skipped and the space pass frees, least recently used first, until
    * `reclaim.done` says the measured image filesystem is enough, whatever the
    * thresholds say (the kubelet's DeleteUnusedImages, which frees every
-   * unused image, done gentler); the minimum age and every protection hold.
+   * unused image for any signal, inodes included, done gentler); the minimum
+   * age and every protection hold.
    */
   async run(opts: { reclaim?: ImageReclaim } = {}): Promise<ImagePassResult> {
     const reclaim = opts.reclaim;
@@ -274,6 +289,7 @@ export class ImageGarbageCollector {
     await this.saveState();
     if (!mountpoint)
       throw new FilesystemError('the runtime reports no image filesystem (ImageFsInfo)');
+    await this.checkImageStore(mountpoint);
     const sandboxImages = this.sandboxImages(images);
 
     const before = await this.measure(mountpoint);
@@ -328,73 +344,8 @@ export class ImageGarbageCollector {
       await this.remove(pass, c, 'age');
     }
 
-    // Space pass, on the usage after the age pass (the kubelet's order).
-    const spaceStart = pass.lastFs;
-    const wanted = reclaim ? reclaim.wantedBytes : bytesToFree(spaceStart, this.opts.policy);
-    const reason: RemovedImage['reason'] = reclaim ? 'pressure' : 'space';
-    // Under pressure, images past the maximum age are as good to remove as any, oldest first.
-    const space = reclaim ? [...plan.age, ...plan.space] : plan.space;
-    result.wantedBytes = wanted;
-    if (wanted > 0) {
-      const reportedBefore = result.reportedFreedBytes;
-      const reported = (): number => result.reportedFreedBytes - reportedBefore;
-      const measured = (): number => pass.lastFs.availableBytes - spaceStart.availableBytes;
-      if (this.opts.dryRun) {
-        const { take } = takeUntilFreed(space, wanted, cap - result.removed.length);
-        for (const c of take) await this.remove(pass, c, reason);
-        if (take.length < space.length && reported() < wanted) result.capped = true;
-      } else {
-        let i = 0;
-        const walk = async (done: () => boolean): Promise<void> => {
-          for (; i < space.length; i++) {
-            if (done()) return;
-            if (result.removed.length >= cap) {
-              result.capped = true;
-              return;
-            }
-            await this.remove(pass, space[i] as Candidate, reason);
-          }
-        };
-        // The kubelet's stop: the runtime's sizes (or the disk) say enough.
-        // Under pressure only the disk counts.
-        if (reclaim) await walk(() => reclaim.done(pass.lastFs));
-        else await walk(() => spaceGoalReached(wanted, reported(), measured()));
-        // The sizes can say enough when the disk does not (CRI-O counts a
-        // shared layer in every image that has it): go on by the disk while
-        // eligible images remain.
-        await walk(() => measured() >= wanted);
-      }
-      // The verdict comes from the disk measured after the pass (a dry run
-      // removes nothing, so it can only go by the sizes).
-      const freed = this.opts.dryRun ? reported() : measured();
-      if (reclaim) {
-        // pressure.ts reports the outcome on the signal it reclaims for.
-        if (!this.opts.dryRun && !reclaim.done(pass.lastFs))
-          result.shortfallBytes = Math.max(0, wanted - Math.max(freed, 0));
-      } else if (freed < wanted) {
-        result.shortfallBytes = wanted - Math.max(freed, 0);
-        const note =
-          `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
-          `(${reported()} by the runtime's image sizes)` +
-          (plan.tooYoung.length
-            ? `; ${plan.tooYoung.length} unused images are younger than --image-minimum-gc-age`
-            : '') +
-          (result.capped ? '; stopped at --max-removals-per-run' : '') +
-          (this.opts.dryRun ? ' (dry run: nothing was removed)' : '');
-        this.log.warn('image GC could not reach the low threshold', {
-          reason: 'FreeDiskSpaceFailed',
-          wantedBytes: wanted,
-          measuredFreedBytes: measured(),
-          reportedFreedBytes: reported(),
-          shortfallBytes: result.shortfallBytes,
-          tooYoung: plan.tooYoung.map((c) => c.image.id),
-          capped: result.capped,
-          dryRun: this.opts.dryRun,
-        });
-        this.events.warning('FreeDiskSpaceFailed', note);
-      }
-    }
-
+    if (reclaim) await this.reclaimImages(pass, reclaim, [...plan.age, ...plan.space], cap);
+    else await this.freeSpace(pass, plan, cap);
     const after = this.opts.dryRun ? before : await this.measure(mountpoint);
     result.measuredFreedBytes = after.availableBytes - before.availableBytes;
     result.usagePercentAfter = usagePercent(after);
@@ -409,6 +360,172 @@ export class ImageGarbageCollector {
       if (result.removed.length) await this.saveState();
     }
     return result;
+  }
+
+  /**
+   * Every usage figure, and what each removal frees, comes from statfs of
+   * the mountpoint ImageFsInfo names, as kubegc sees that path. If the
+   * runtime's files are not on the filesystem found there (in a pod: the host
+   * directory not mounted at the same path, or a disk mounted over it after
+   * kubegc started), every figure is another disk's: images would go for a
+   * disk they are not on, and that disk would never show them gone. So the
+   * pass is refused (ImageGCFailed on the Node, naming both devices).
+   */
+  private async checkImageStore(mountpoint: string): Promise<void> {
+    let view: ImageStoreView;
+    try {
+      view = await this.imageStore(mountpoint);
+    } catch (err) {
+      throw new FilesystemError(
+        `cannot look into the image filesystem ${mountpoint} (ImageFsInfo): ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    const problem = imageStoreProblem(mountpoint, view);
+    if (problem) throw new FilesystemError(problem);
+    if (this.storeChecked !== mountpoint) {
+      this.storeChecked = mountpoint;
+      this.log.info("the image filesystem statfs measures holds the runtime's files", {
+        mountpoint,
+        device: String(view.device),
+        entries: view.entries.map((e) => e.name),
+      });
+    }
+  }
+
+  /** Removes `candidates` in order while `done()` says no, at most `cap` removals in the pass. */
+  private walker(
+    pass: Pass,
+    candidates: readonly Candidate[],
+    reason: RemovedImage['reason'],
+    cap: number,
+  ): { walk(done: () => boolean): Promise<void>; left(): number } {
+    let i = 0;
+    return {
+      walk: async (done) => {
+        for (let c = candidates[i]; c !== undefined && !done(); c = candidates[++i]) {
+          if (pass.result.removed.length >= cap) {
+            pass.result.capped = true;
+            return;
+          }
+          await this.remove(pass, c, reason);
+        }
+      },
+      left: () => candidates.length - i,
+    };
+  }
+
+  /**
+   * The space pass, on the usage after the age pass (the kubelet's order):
+   * least recently used first, down to the low threshold. It stops as the
+   * kubelet's does, once the runtime's sizes (or the disk, measured after
+   * each removal) say enough. The sizes can say enough when the disk does not
+   * (CRI-O counts a layer shared by several images in each of them): then, if
+   * the disk moved at all, it goes on by the sizes for at most what the disk
+   * still lacked at that point (measured once, and never more than was wanted).
+   * Not further: when the disk does not follow the removals (another writer
+   * fills it meanwhile, or it is not where the images are), following it
+   * would empty the image store and gain nothing. What is still missing is
+   * reported (FreeDiskSpaceFailed, the shortfall metric, --once exit 3); the
+   * next pass starts again from the disk as it is then.
+   */
+  private async freeSpace(pass: Pass, plan: ImageGcPlan, cap: number): Promise<void> {
+    const { result } = pass;
+    const start = pass.lastFs;
+    const wanted = bytesToFree(start, this.opts.policy);
+    result.wantedBytes = wanted;
+    if (wanted <= 0) return;
+    const reportedBefore = result.reportedFreedBytes;
+    const reported = (): number => result.reportedFreedBytes - reportedBefore;
+    const measured = (): number => pass.lastFs.availableBytes - start.availableBytes;
+    const candidates = this.walker(pass, plan.space, 'space', cap);
+    let bounded = false;
+    if (this.opts.dryRun) {
+      const { take } = takeUntilFreed(plan.space, wanted, cap - result.removed.length);
+      for (const c of take) await this.remove(pass, c, 'space');
+      if (take.length < plan.space.length && reported() < wanted) result.capped = true;
+    } else {
+      await candidates.walk(() => spaceGoalReached(wanted, reported(), measured()));
+      const stillMissing = Math.min(wanted, wanted - measured());
+      if (stillMissing > 0 && measured() > 0) {
+        const reportedAt = reported();
+        await candidates.walk(
+          () => measured() >= wanted || reported() - reportedAt >= stillMissing,
+        );
+      }
+      bounded = !result.capped && candidates.left() > 0 && measured() < wanted;
+    }
+    // The verdict comes from the disk measured after the pass (a dry run
+    // removes nothing, so it can only go by the sizes).
+    const freed = this.opts.dryRun ? reported() : measured();
+    if (freed >= wanted) return;
+    result.shortfallBytes = wanted - Math.max(freed, 0);
+    const diskStill = !this.opts.dryRun && reported() > 0 && measured() <= 0;
+    const note =
+      `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
+      `(${reported()} by the runtime's image sizes)` +
+      (diskStill
+        ? `; the disk did not move while images the runtime sizes at ${reported()} bytes went: another writer may be filling it, or ${pass.mountpoint} is not where the images are`
+        : '') +
+      (bounded
+        ? `; stopped where the runtime's sizes said enough${diskStill ? '' : ' and then once more by what the disk lacked'}, keeping ${candidates.left()} eligible images (the next pass measures again)`
+        : '') +
+      (plan.tooYoung.length
+        ? `; ${plan.tooYoung.length} unused images are younger than --image-minimum-gc-age`
+        : '') +
+      (result.capped ? '; stopped at --max-removals-per-run' : '') +
+      (this.opts.dryRun ? ' (dry run: nothing was removed)' : '');
+    this.log.warn('image GC could not reach the low threshold', {
+      reason: 'FreeDiskSpaceFailed',
+      wantedBytes: wanted,
+      measuredFreedBytes: measured(),
+      reportedFreedBytes: reported(),
+      shortfallBytes: result.shortfallBytes,
+      eligibleKept: bounded ? candidates.left() : 0,
+      tooYoung: plan.tooYoung.map((c) => c.image.id),
+      capped: result.capped,
+      dryRun: this.opts.dryRun,
+    });
+    this.events.warning('FreeDiskSpaceFailed', note);
+  }
+
+  /**
+   * Pressure reclaim (pressure.ts): least recently used first, images past
+   * the maximum age as good as any, until the signal measured again is at
+   * its target (`reclaim.done`): the kubelet's DeleteUnusedImages, which
+   * frees every unused image for any signal, stopped once it is enough. Only
+   * the disk counts here: an inode signal has no per-image figure at all,
+   * and the eviction it heads off follows the disk. pressure.ts reports the
+   * outcome on the signal.
+   */
+  private async reclaimImages(
+    pass: Pass,
+    reclaim: ImageReclaim,
+    candidates: readonly Candidate[],
+    cap: number,
+  ): Promise<void> {
+    const { result } = pass;
+    const start = pass.lastFs;
+    const wanted = reclaim.wantedBytes;
+    result.wantedBytes = wanted ?? 0;
+    if (this.opts.dryRun) {
+      // Nothing is removed, so the disk cannot tell: by the sizes for bytes;
+      // for inodes every eligible image, as DeleteUnusedImages would.
+      const limit = cap - result.removed.length;
+      const take =
+        wanted === undefined
+          ? candidates.slice(0, limit)
+          : takeUntilFreed([...candidates], wanted, limit).take;
+      for (const c of take) await this.remove(pass, c, 'pressure');
+      const reached = wanted !== undefined && result.reportedFreedBytes >= wanted;
+      if (take.length < candidates.length && !reached) result.capped = true;
+      return;
+    }
+    await this.walker(pass, candidates, 'pressure', cap).walk(() => reclaim.done(pass.lastFs));
+    if (wanted !== undefined && !reclaim.done(pass.lastFs))
+      result.shortfallBytes = Math.max(
+        0,
+        wanted - Math.max(pass.lastFs.availableBytes - start.availableBytes, 0),
+      );
   }
 
   /**

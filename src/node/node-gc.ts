@@ -3,6 +3,7 @@
 // pass (runtime down, API down, disk unreadable) is one error line, an event
 // and a retry at the next period. `--once` runs one of each and exits.
 import type { Logger } from '../log.ts';
+import { MAX_TIMER_MS } from '../timers.ts';
 import type { ContainerGarbageCollector, ContainerPassResult } from './container-gc.ts';
 import {
   FilesystemError,
@@ -221,12 +222,7 @@ export class NodeGc {
         if (this.stopped) return;
         const p = pass().finally(() => {
           this.running.delete(p);
-          if (this.stopped) return;
-          const t = setTimeout(() => {
-            this.timers.delete(t);
-            tick();
-          }, periodMs);
-          this.timers.add(t);
+          this.after(periodMs, tick);
         });
         this.running.add(p);
       };
@@ -253,6 +249,23 @@ export class NodeGc {
     }
     if (this.pressure && (this.opts.pressurePeriodMs ?? 0) > 0)
       loop('pressure', this.opts.pressurePeriodMs as number, () => this.pressurePass());
+  }
+
+  /**
+   * Calls `fn` once `ms` from now, unless stopped first. A period longer than
+   * setTimeout can wait (--image-gc-period=600h is legitimate) is waited in
+   * steps of at most MAX_TIMER_MS; one timer of that length would fire after
+   * 1 ms, and the loop would run a pass (a pod LIST among it) every millisecond.
+   */
+  private after(ms: number, fn: () => void): void {
+    if (this.stopped) return;
+    const step = Math.min(ms, MAX_TIMER_MS);
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      if (ms > step) this.after(ms - step, fn);
+      else fn();
+    }, step);
+    this.timers.add(t);
   }
 
   /** Stops scheduling and waits for passes in flight. */

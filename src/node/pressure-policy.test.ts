@@ -3,6 +3,7 @@ import {
   deriveContainerFsThresholds,
   layoutOf,
   parseEvictionHard,
+  parseReclaimMargin,
   parseQuantity,
   pressureNeeds,
   reclaimSteps,
@@ -57,6 +58,16 @@ describe('--eviction-hard (the kubelet syntax and rules)', () => {
   ])('quantity %s = %p', (text, n) => {
     expect(parseQuantity(text)).toBe(n);
   });
+});
+
+test('--eviction-reclaim-margin: up to 10% and any quantity (as the kubelet takes --eviction-minimum-reclaim); 10.1% and 50% refused', () => {
+  expect(parseReclaimMargin('5%')).toEqual({ percent: 5 });
+  expect(parseReclaimMargin('10%')).toEqual({ percent: 10 });
+  expect(parseReclaimMargin('2Gi')).toEqual({ quantity: 2 ** 31 });
+  expect(() => parseReclaimMargin('10.1%')).toThrow(
+    '--eviction-reclaim-margin: 10.1% is more than 10%',
+  );
+  expect(() => parseReclaimMargin('50%')).toThrow(/would start below 65% free/);
 });
 
 describe('layouts (by device) and the containerfs thresholds', () => {

@@ -78,6 +78,34 @@ export function parseThresholdValue(flag: string, signal: string, text: string):
   return { quantity: q };
 }
 
+/**
+ * The largest --eviction-reclaim-margin given as a percentage. Reclaim starts
+ * at the kubelet's threshold + the margin and frees until threshold + twice
+ * the margin: the margin is a head start on eviction, not a second image GC.
+ * At 10% over the default imagefs.available<15%, reclaim starts below 25%
+ * free and frees to 35%, already well before the kubelet's image GC (85%
+ * used). At 50% (a typo for 5%) it would start on a disk 40% full and remove
+ * every eligible image there at each check. (The kubelet's own
+ * --eviction-minimum-reclaim, a quantity or percentage per signal, is what
+ * it frees beyond the threshold once crossed; it has no such head start.)
+ * A quantity (2Gi) is taken as given, as the kubelet takes one: whether it
+ * is large depends on a disk not known here.
+ */
+export const MAX_RECLAIM_MARGIN_PERCENT = 10;
+
+/** --eviction-reclaim-margin: a percentage (at most MAX_RECLAIM_MARGIN_PERCENT) or a quantity. */
+export function parseReclaimMargin(
+  text: string,
+  flag = '--eviction-reclaim-margin',
+): ThresholdValue {
+  const v = parseThresholdValue(flag, 'margin', text);
+  if ('percent' in v && v.percent > MAX_RECLAIM_MARGIN_PERCENT)
+    throw new Error(
+      `${flag}: ${text} is more than ${MAX_RECLAIM_MARGIN_PERCENT}%: reclaim starts at the kubelet's threshold + the margin and frees to twice the margin above it, so over the default imagefs.available<15% it would start below ${15 + v.percent}% free and remove every eligible image from disks far from eviction (freeing space early is --image-gc-high-threshold's job)`,
+    );
+  return v;
+}
+
 export interface ParsedEvictionHard {
   thresholds: DiskThreshold[];
   /** Signals given that kubegc does not act on (memory, pid) or ignores as the kubelet does. */

@@ -9,7 +9,7 @@ import {
 } from '../../test/support/fake-cri-runtime.ts';
 import type { ContainerPassResult } from './container-gc.ts';
 import { ImageGarbageCollector } from './image-gc.ts';
-import { DEFAULT_IMAGE_GC_POLICY, type FsStats } from './image-gc-policy.ts';
+import type { FsStats } from './image-gc-policy.ts';
 import { PressureMonitor, type ReclaimPasses } from './pressure.ts';
 import { DEFAULT_EVICTION_HARD, parseEvictionHard } from './pressure-policy.ts';
 
@@ -40,8 +40,10 @@ async function node(o: {
   images?: number;
   devices?: { nodefs: bigint; imagefs: bigint; containerfs: bigint };
   nodefs?: FsStats;
+  inodes?: FakeRuntime['inodes'];
 }) {
   const rt = new FakeRuntime(100 * MB, o.otherUsedMb * MB);
+  if (o.inodes) rt.inodes = o.inodes;
   for (let i = 0; i < (o.images ?? 6); i++)
     rt.addImage({
       id: hex(String(i)),
@@ -62,15 +64,7 @@ async function node(o: {
   const clock = { t: NOW - 3_600_000 };
   const images = new ImageGarbageCollector(
     rt.connection(),
-    {
-      policy: DEFAULT_IMAGE_GC_POLICY,
-      pinnedImages: [],
-      sandboxImage: 'registry.k8s.io/pause:3.10',
-      maxRemovalsPerRun: 0,
-      dryRun: false,
-      statfs: rt.statfs,
-      now: () => clock.t,
-    },
+    rt.imageGcOptions({ now: () => clock.t }),
     quietLog,
     metrics,
     events,
@@ -234,4 +228,31 @@ test('short: not tried again for a minute, and DiskPressureReclaimFailed at most
     'DiskPressureReclaimFailed',
     'DiskPressureReclaimFailed',
   ]);
+});
+
+test('imagefs.inodesFree (a default signal) at 8%: unused images go, least recently used first, until the inodes are at the target', async () => {
+  // A dedicated imagefs whose bytes are fine (29% available) and whose inodes
+  // are not: 1000 inodes, 780 used by other things, 20 per image layer (7
+  // layers: 140): 80 free, the kubelet evicts below 50 (5%), reclaim starts
+  // below 100 and aims at 150: four of the six eligible images.
+  const n = await node({
+    otherUsedMb: 40,
+    devices: { nodefs: 1n, imagefs: 2n, containerfs: 2n },
+    nodefs: { capacityBytes: 100 * MB, availableBytes: 90 * MB, inodes: 1000, inodesFree: 900 },
+    inodes: { capacity: 1000, otherUsed: 780, perLayer: 20 },
+  });
+  const r = await n.monitor.check(n.passes);
+  expect(r.reclaims[0]).toMatchObject({
+    signal: 'imagefs.inodesFree',
+    before: 80,
+    threshold: 50,
+    start: 100,
+    target: 150,
+    imagesRemoved: 4,
+    after: 160,
+    result: 'recovered',
+  });
+  expect(n.rt.removed).toEqual([hex('0'), hex('1'), hex('2'), hex('3')]);
+  expect(n.rt.images.has(hex('p'))).toBe(true);
+  expect(n.events.normals.map((e) => e.reason)).toEqual(['DiskPressureReclaimed']);
 });

@@ -8,6 +8,7 @@
 // the threshold. The kubelet reclaims only once the threshold is crossed and
 // then evicts pods; done earlier, it never has to. Decisions are in
 // pressure-policy.ts.
+import { stat } from 'node:fs/promises';
 import type { Logger } from '../log.ts';
 import type { ContainerPassResult } from './container-gc.ts';
 import type { FsStats } from './image-gc-policy.ts';
@@ -96,6 +97,26 @@ function amount(signal: PressureNeed['signal'], n: number): string {
   if (isInodeSignal(signal)) return `${Math.round(n)} inodes`;
   if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
   return `${(n / 1e6).toFixed(1)} MB`;
+}
+
+/**
+ * Why --root-dir cannot serve as nodefs, or undefined if it can. Every
+ * pressure check measures the kubelet's root filesystem there and compares
+ * its device with the image filesystem's to tell the layout; on a host
+ * without it (the default is /var/lib/kubelet) each check would fail.
+ */
+export async function rootDirProblem(rootDir: string): Promise<string | undefined> {
+  const fix = `pass --root-dir=<the kubelet's --root-dir, or a directory on its filesystem>, or --eviction-hard='' to turn pressure reclaim off`;
+  try {
+    if ((await stat(rootDir)).isDirectory()) return undefined;
+    return `--root-dir ${rootDir} is not a directory: pressure reclaim measures the kubelet's root filesystem (nodefs) there; ${fix}`;
+  } catch (err) {
+    // By its code, not instanceof: an fs error may come from another realm (Jest's VM).
+    const missing =
+      typeof err === 'object' && err !== null && 'code' in err && err.code === 'ENOENT';
+    const reason = missing ? 'no such directory' : String(err);
+    return `--root-dir ${rootDir}: ${reason}: pressure reclaim measures the kubelet's root filesystem (nodefs) there; ${fix}`;
+  }
 }
 
 export class PressureMonitor {
@@ -258,10 +279,12 @@ export class PressureMonitor {
       report.after = await this.level(need, fsys.paths);
     }
     if (steps.includes('images') && report.after < need.target) {
-      const r = await passes.images({
-        wantedBytes: isInodeSignal(need.signal) ? 0 : need.target - report.after,
-        done: (fs) => observe(need.signal, toObservation(fs)).available >= need.target,
-      });
+      const done = (fs: FsStats): boolean =>
+        observe(need.signal, toObservation(fs)).available >= need.target;
+      // An inode signal has no byte figure: the image pass goes by the filesystem alone.
+      const r = await passes.images(
+        isInodeSignal(need.signal) ? { done } : { wantedBytes: need.target - report.after, done },
+      );
       report.imagesRemoved = r.removed.length;
       report.after = await this.level(need, fsys.paths);
     }

@@ -7,6 +7,10 @@
 // keeps running, and collects everything else.
 import * as k8s from '@kubernetes/client-node';
 import { readAuditLog } from '../../soak/lib/audit.ts';
+import { ApiError, KubeClient } from '../../src/api/client.ts';
+import { loadKubeConfig } from '../../src/api/kubeconfig.ts';
+import { apiEventRecorder, type Regarding } from '../../src/gc/events.ts';
+import { createLogger } from '../../src/log.ts';
 import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
 import { httpGet } from '../support/http.ts';
@@ -25,8 +29,10 @@ import {
 } from '../support/objects.ts';
 import {
   GUARDRAILS_PREFIX,
+  KUBEGC_NODE_SERVICE_ACCOUNT,
   KUBEGC_SERVICE_ACCOUNT,
   KUBEGC_USER,
+  mintServiceAccountKubeconfig,
   serviceAccountKubeconfig,
   serviceAccountUser,
 } from '../support/service-account.ts';
@@ -584,6 +590,194 @@ async function withLimitedKubegc(
     await ext.deleteCustomResourceDefinition({ name: `${plural}.${group}` }).catch(() => undefined);
   }
 }
+
+// deploy/node/rbac.yaml and kubegc-node-guardrails: the node DaemonSet's token
+// creates Events about its Node in `default`, and nothing else. Written with
+// kubegc's own API client, Events shaped as src/gc/events.ts shapes them, as
+// server dry runs: they pass RBAC and admission as the real write would, and
+// leave nothing behind.
+describe("the node DaemonSet's token, directly", () => {
+  const NODE_USER = serviceAccountUser(KUBEGC_NODE_SERVICE_ACCOUNT);
+  const nodeA = `guard-node-a-${SUFFIX}`;
+  const nodeB = `guard-node-b-${SUFFIX}`;
+  let asNode: KubeClient;
+
+  const client = async (kubeconfig: string): Promise<KubeClient> =>
+    KubeClient.create(await loadKubeConfig(kubeconfig), { userAgent: 'kubegc-e2e guardrails' });
+
+  /** An Event as src/gc/events.ts writes it. */
+  const event = (namespace: string, regarding: Regarding, reportingController = 'kubegc') => ({
+    apiVersion: 'events.k8s.io/v1',
+    kind: 'Event',
+    metadata: { name: `guard.${Date.now().toString(16)}`, namespace },
+    // MicroTime: the API server wants six digits of fraction.
+    eventTime: new Date().toISOString().replace(/(\.\d{3})Z$/, '$1000Z'),
+    reportingController,
+    reportingInstance: 'kubegc-guard',
+    action: 'ImageGarbageCollect',
+    reason: 'FreeDiskSpaceFailed',
+    type: 'Warning',
+    note: 'guardrails e2e',
+    regarding,
+  });
+  const aboutNode = (name: string): Regarding => ({
+    apiVersion: 'v1',
+    kind: 'Node',
+    name,
+    uid: name,
+  });
+
+  /** A server dry run of the write: its status (201/200 when allowed) and the server's message. */
+  async function write(
+    as: KubeClient,
+    method: 'POST' | 'PATCH',
+    path: string,
+    body: unknown,
+  ): Promise<{ status: number; message: string }> {
+    try {
+      await as.request(method, path, {
+        body,
+        query: { dryRun: 'All' },
+        ...(method === 'PATCH' ? { contentType: 'application/merge-patch+json' } : {}),
+      });
+      return { status: 200, message: '' };
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      return { status: err.status, message: err.message };
+    }
+  }
+  const createEvent = (as: KubeClient, namespace: string, body: unknown) =>
+    write(as, 'POST', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`, body);
+
+  beforeAll(async () => {
+    asNode = await client(await serviceAccountKubeconfig(cluster, KUBEGC_NODE_SERVICE_ACCOUNT));
+    // The global setup waited for the controller's policy; this one loads on its own time.
+    await waitFor('kubegc-node-guardrails to be in force', async () => {
+      const pod = { apiVersion: 'v1', kind: 'Pod', namespace: 'default', name: 'x', uid: 'x' };
+      const r = await createEvent(asNode, 'default', event('default', pod));
+      return r.message.includes(GUARDRAILS_PREFIX);
+    });
+  });
+
+  test('an Event about a Node in default: allowed; about a Pod, or reported by another controller: 403 naming the policy', async () => {
+    expect(await createEvent(asNode, 'default', event('default', aboutNode(nodeA)))).toEqual({
+      status: 200,
+      message: '',
+    });
+    const pod = await createEvent(
+      asNode,
+      'default',
+      event('default', {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        namespace: 'default',
+        name: 'web',
+        uid: 'u1',
+      }),
+    );
+    expect(pod.status).toBe(403);
+    expect(pod.message).toContain(
+      `${GUARDRAILS_PREFIX} CREATE of an Event in namespace default about Pod default/web refused: kubegc node records Events only about Nodes`,
+    );
+    const foreign = await createEvent(
+      asNode,
+      'default',
+      event('default', aboutNode(nodeA), 'kubelet'),
+    );
+    expect(foreign.status).toBe(403);
+    expect(foreign.message).toContain('as reportingController kubegc');
+  });
+
+  test('Events elsewhere, core Events, a PATCH of an Event: refused by RBAC (a Role in default, create only)', async () => {
+    const ns = await namespace('guard-node');
+    const elsewhere = await createEvent(asNode, ns, event(ns, aboutNode(nodeA)));
+    expect(elsewhere.status).toBe(403);
+    expect(elsewhere.message).toContain(
+      `User "${NODE_USER}" cannot create resource "events" in API group "events.k8s.io" in the namespace "${ns}"`,
+    );
+    const core = await write(asNode, 'POST', '/api/v1/namespaces/default/events', {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: `guard.${Date.now().toString(16)}` },
+      involvedObject: aboutNode(nodeA),
+      reason: 'FreeDiskSpaceFailed',
+    });
+    expect(core.status).toBe(403);
+    expect(core.message).toContain('cannot create resource "events" in API group ""');
+    const patch = await write(
+      asNode,
+      'PATCH',
+      '/apis/events.k8s.io/v1/namespaces/default/events/anything',
+      { note: 'x' },
+    );
+    expect(patch.status).toBe(403);
+    expect(patch.message).toContain('cannot patch resource "events"');
+  });
+
+  test("a token bound to the DaemonSet's pod on one node: Events about that Node only", async () => {
+    // A Node object (no kubelet behind it) and a pod bound to it that never runs.
+    await c.core.createNode({ body: { metadata: { name: nodeA } } });
+    const pod = await c.core.createNamespacedPod({
+      namespace: KUBEGC_NODE_SERVICE_ACCOUNT.namespace,
+      body: {
+        metadata: { name: `guard-${SUFFIX}` },
+        spec: {
+          serviceAccountName: KUBEGC_NODE_SERVICE_ACCOUNT.name,
+          automountServiceAccountToken: false,
+          nodeName: nodeA,
+          containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }],
+        },
+      },
+    });
+    try {
+      const bound = await client(
+        await mintServiceAccountKubeconfig(cluster, KUBEGC_NODE_SERVICE_ACCOUNT, 600, {
+          name: pod.metadata?.name ?? '',
+          uid: pod.metadata?.uid ?? '',
+        }),
+      );
+      expect(await createEvent(bound, 'default', event('default', aboutNode(nodeA)))).toEqual({
+        status: 200,
+        message: '',
+      });
+      const other = await createEvent(bound, 'default', event('default', aboutNode(nodeB)));
+      expect(other.status).toBe(403);
+      expect(other.message).toContain(
+        `${GUARDRAILS_PREFIX} CREATE of an Event about Node ${nodeB} refused: this token is of a pod on Node ${nodeA}, and kubegc node records Events only about its own Node`,
+      );
+      // kubegc's own recorder with that token, for real: its Node's event is
+      // recorded in default, the other one refused (and logged, not thrown).
+      const logged: string[] = [];
+      const recorder = apiEventRecorder(
+        bound,
+        createLogger('warn', (l) => void logged.push(l)),
+        'guard',
+      );
+      const note = `guardrails e2e ${SUFFIX}`;
+      recorder.warning(aboutNode(nodeA), 'FreeDiskSpaceFailed', 'ImageGarbageCollect', note);
+      recorder.warning(aboutNode(nodeB), 'FreeDiskSpaceFailed', 'ImageGarbageCollect', note);
+      await recorder.drain?.();
+      const recorded = (
+        await c.kc.makeApiClient(k8s.EventsV1Api).listNamespacedEvent({ namespace: 'default' })
+      ).items.filter((e) => e.note === note);
+      expect(recorded.map((e) => e.regarding?.name)).toEqual([nodeA]);
+      expect(logged).toHaveLength(1);
+      expect(logged[0]).toContain('could not record event');
+      expect(logged[0]).toContain(`this token is of a pod on Node ${nodeA}`);
+      for (const e of recorded)
+        await c.kc
+          .makeApiClient(k8s.EventsV1Api)
+          .deleteNamespacedEvent({ namespace: 'default', name: e.metadata?.name ?? '' });
+    } finally {
+      await c.core.deleteNamespacedPod({
+        namespace: KUBEGC_NODE_SERVICE_ACCOUNT.namespace,
+        name: pod.metadata?.name ?? '',
+        gracePeriodSeconds: 0,
+      });
+      await c.core.deleteNode({ name: nodeA });
+    }
+  });
+});
 
 describe('kubegc under an RBAC that denies it one resource', () => {
   test('RBAC that denies kubegc one resource: a Warning event on the object, no crash, everything else collected', async () => {

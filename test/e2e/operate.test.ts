@@ -123,6 +123,11 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
   for (const verb of ['get', 'watch', 'delete', 'patch'])
     expect(await nodeCan(verb, 'pods', '-A')).toBe('no');
   expect(await nodeCan('get', 'secrets', '-A')).toBe('no');
+  // Events about its Node live in default: created there, nowhere else, never patched.
+  expect(await nodeCan('create', 'events.events.k8s.io', '-n', 'default')).toBe('yes');
+  expect(await nodeCan('create', 'events.events.k8s.io', '-n', 'kube-system')).toBe('no');
+  expect(await nodeCan('patch', 'events.events.k8s.io', '-n', 'default')).toBe('no');
+  expect(await nodeCan('create', 'events', '-n', 'default')).toBe('no');
 
   // Every optional component renders and passes the API server's validation.
   const components = await kubectl(
@@ -137,6 +142,8 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
     'clusterrole.rbac.authorization.k8s.io/kubegc-metrics-reader',
     'validatingadmissionpolicy.admissionregistration.k8s.io/kubegc-guardrails',
     'validatingadmissionpolicybinding.admissionregistration.k8s.io/kubegc-guardrails',
+    'validatingadmissionpolicy.admissionregistration.k8s.io/kubegc-node-guardrails',
+    'validatingadmissionpolicybinding.admissionregistration.k8s.io/kubegc-node-guardrails',
   ])
     expect(components).toContain(obj);
 });

@@ -12,7 +12,12 @@ import type {
   ContainerState,
   ImageFilesystem,
 } from '../../src/node/cri/client.ts';
-import type { FsStats } from '../../src/node/image-gc-policy.ts';
+import type { ImageGcOptions } from '../../src/node/image-gc.ts';
+import {
+  DEFAULT_IMAGE_GC_POLICY,
+  type FsStats,
+  type ImageStoreView,
+} from '../../src/node/image-gc-policy.ts';
 import { createNodeMetrics, type NodeMetrics } from '../../src/node/metrics.ts';
 import type { NodeEventReason, NodeEvents } from '../../src/node/node-events.ts';
 import type { RuntimeConnection } from '../../src/node/runtime.ts';
@@ -52,6 +57,31 @@ export class FakeRuntime {
   addImage(i: FakeImage): this {
     this.images.set(i.id, i);
     return this;
+  }
+
+  /** `count` unused images docker.io/library/app<i>:1, each a layer of its own of `bytes`; IDs from `id(i)`. */
+  addApps(count: number, bytes: number, id: (i: number) => string): this {
+    for (let i = 0; i < count; i++)
+      this.addImage({
+        id: id(i),
+        repoTags: [`docker.io/library/app${i}:1`],
+        layers: { [`l${i}`]: bytes },
+      });
+    return this;
+  }
+
+  /** ImageGarbageCollector options over this runtime: the kubelet's policy, the pause image named, statfs and the store check faked. */
+  imageGcOptions(o: Partial<ImageGcOptions> = {}): ImageGcOptions {
+    return {
+      policy: DEFAULT_IMAGE_GC_POLICY,
+      pinnedImages: [],
+      sandboxImage: 'registry.k8s.io/pause:3.10',
+      maxRemovalsPerRun: 0,
+      dryRun: false,
+      statfs: this.statfs,
+      imageStore: this.imageStore,
+      ...o,
+    };
   }
 
   addContainer(id: string, image: string, state: ContainerState = 'running'): this {
@@ -125,11 +155,29 @@ export class FakeRuntime {
     return [...layers.values()].reduce((a, b) => a + b, 0);
   }
 
-  statfs = (_mountpoint: string): Promise<FsStats> =>
-    Promise.resolve({
+  /** Inodes of the filesystem, when a test wants statfs to report them: each distinct layer takes `perLayer`. */
+  inodes?: { capacity: number; otherUsed: number; perLayer: number };
+
+  statfs = (_mountpoint: string): Promise<FsStats> => {
+    const layers = new Set<string>();
+    for (const i of this.images.values()) for (const l of Object.keys(i.layers)) layers.add(l);
+    return Promise.resolve({
       capacityBytes: this.capacityBytes,
       availableBytes: this.capacityBytes - this.otherUsedBytes - this.imageDiskBytes(),
+      ...(this.inodes
+        ? {
+            inodes: this.inodes.capacity,
+            inodesFree:
+              this.inodes.capacity - this.inodes.otherUsed - layers.size * this.inodes.perLayer,
+          }
+        : {}),
     });
+  };
+
+  /** What kubegc sees at the image filesystem's mountpoint: the runtime's files, on its device. */
+  storeView: ImageStoreView = { device: 1n, entries: [{ name: 'images.json', device: 1n }] };
+
+  imageStore = (_mountpoint: string): Promise<ImageStoreView> => Promise.resolve(this.storeView);
 
   private readonly client = {
     listImages: (): Promise<CriImage[]> =>

@@ -33,6 +33,12 @@ export function serviceAccountUser(sa: ServiceAccountRef): string {
 
 export const KUBEGC_USER = serviceAccountUser(KUBEGC_SERVICE_ACCOUNT);
 
+/** deploy/node/rbac.yaml's ServiceAccount, the node DaemonSet's identity (kubegc-node-guardrails). */
+export const KUBEGC_NODE_SERVICE_ACCOUNT: ServiceAccountRef = {
+  namespace: 'kubegc-system',
+  name: 'kubegc-node',
+};
+
 /** deploy/ + components/guardrails, minus the workloads (these control planes have no node). */
 export const SA_OVERLAY = path.join(REPO_ROOT, 'test', 'e2e', 'sa-overlay');
 
@@ -109,11 +115,16 @@ interface KubeconfigFile {
   clusters?: { cluster?: { server?: string; 'certificate-authority-data'?: string } }[];
 }
 
-/** A fresh token (TokenRequest API) for `sa`, and a kubeconfig file for it in the cluster dir. */
+/**
+ * A fresh token (TokenRequest API) for `sa`, and a kubeconfig file for it in
+ * the cluster dir. Bound to `pod` if given (as a pod's projected token is:
+ * the API server then names the pod's node in the token's user info).
+ */
 export async function mintServiceAccountKubeconfig(
   cluster: Cluster,
   sa: ServiceAccountRef,
   seconds = TOKEN_SECONDS,
+  pod?: { name: string; uid: string },
 ): Promise<string> {
   const res = await apiRequest(
     cluster.dir,
@@ -122,7 +133,10 @@ export async function mintServiceAccountKubeconfig(
     {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenRequest',
-      spec: { expirationSeconds: seconds },
+      spec: {
+        expirationSeconds: seconds,
+        ...(pod ? { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', ...pod } } : {}),
+      },
     },
   );
   if (res.status !== 201)
@@ -151,7 +165,10 @@ export async function mintServiceAccountKubeconfig(
   };
   const dir = path.join(cluster.dir, 'users');
   await fs.mkdir(dir, { recursive: true });
-  const file = path.join(dir, `sa.${sa.namespace}.${sa.name}.kubeconfig`);
+  const file = path.join(
+    dir,
+    `sa.${sa.namespace}.${sa.name}${pod ? `.pod-${pod.name}` : ''}.kubeconfig`,
+  );
   // Atomic: a kubegc started by another test file may be reading the previous one.
   const tmp = `${file}.${process.pid}.tmp`;
   await fs.writeFile(tmp, JSON.stringify(config, null, 2), { mode: 0o600 });

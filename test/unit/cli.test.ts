@@ -94,6 +94,22 @@ test.each([
   [['controller', '--bogus'], /unknown flag --bogus/],
   [['controller', '--discovery-period', '5'], /invalid duration/],
   [['controller', '--min-watch-timeout', '500ms'], /--min-watch-timeout: must be at least/],
+  // Waited on with one timer each: above 2^31-1 ms a timer fires after 1 ms.
+  ...['--discovery-period', '--request-timeout', '--initial-sync-timeout'].map(
+    (flag): [string[], RegExp] => [
+      ['controller', flag, '600h'],
+      new RegExp(`${flag}: must be at most 596h: kubegc waits on it with one timer`),
+    ],
+  ),
+  [
+    ['controller', '--leader-elect-retry-period', '597h'],
+    /--leader-elect-retry-period: must be at most 596h/,
+  ],
+  [
+    ['controller', '--leader-elect-renew-deadline', '1000h'],
+    /--leader-elect-renew-deadline: must be at most 596h/,
+  ],
+  [['controller', '--discovery-period', `${'9'.repeat(400)}h`], /duration "9+h" is too long/],
   [['controller', '--log-level', 'loud'], /--log-level: must be one of/],
   [['controller', '--tls-cert-file', '/etc/tls/tls.crt'], /must be given together/],
   [['controller', '--tls-private-key-file', '/etc/tls/tls.key'], /must be given together/],

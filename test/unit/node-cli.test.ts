@@ -1,6 +1,7 @@
 // `kubegc node` as an operator meets it without a runtime: help, and one
 // clear line with exit code 2 for flags the kubelet would reject.
 import { spawnSync } from 'node:child_process';
+import os from 'node:os';
 import { UsageError } from '../../src/cli/flags.ts';
 import { nodeCommand } from '../../src/cli/node.ts';
 import { kubegcArgv } from '../../cluster/kubegc-command.ts';
@@ -72,6 +73,20 @@ test.each([
     /--eviction-reclaim-margin: margin: "lots" is not a quantity/,
   ],
   [['--pressure-check-period', '10ms'], /--pressure-check-period: must be 0 or at least 100ms/],
+  // 50% for 5%: reclaim would start on a disk 40% full and take every eligible image.
+  [
+    ['--eviction-reclaim-margin', '50%'],
+    /--eviction-reclaim-margin: 50% is more than 10%: .*start below 65% free/,
+  ],
+  [['--eviction-reclaim-margin', '10.5%'], /--eviction-reclaim-margin: 10.5% is more than 10%/],
+  [
+    ['--runtime-request-timeout', '600h'],
+    /--runtime-request-timeout: must be at most 596h: kubegc waits on it with one timer/,
+  ],
+  [
+    ['--once', '--root-dir', '/nonexistent/kubelet'],
+    /--root-dir \/nonexistent\/kubelet: no such directory: .* pass --root-dir=<the kubelet's --root-dir, or a directory on its filesystem>, or --eviction-hard='' to turn pressure reclaim off/,
+  ],
   [['--minimum-container-ttl-duration', '-5s'], /invalid duration "-5s"/],
   [
     ['--image-maximum-gc-age', '1m'],
@@ -115,15 +130,36 @@ test('a usage error is one line on stderr and exit code 2', () => {
   ]);
 });
 
+/** One pass of each kind against a socket that does not exist (each fails fast). */
+const ONCE_WITHOUT_RUNTIME = [
+  'node',
+  '--once',
+  '--cri-endpoint',
+  'unix:///nonexistent/kubegc-test.sock',
+  '--runtime-request-timeout',
+  '2s',
+];
+
+test("--once with a --root-dir that does not exist: exit code 2 before any pass, naming the flags to pass; with --eviction-hard='' the passes run", () => {
+  const missing = [...ONCE_WITHOUT_RUNTIME, '--root-dir', '/nonexistent/kubelet'];
+  const r = kubegc(...missing);
+  expect(r.status).toBe(2);
+  expect(r.stderr.trim().split('\n')).toEqual([
+    "kubegc: --root-dir /nonexistent/kubelet: no such directory: pressure reclaim measures the kubelet's root filesystem (nodefs) there; pass --root-dir=<the kubelet's --root-dir, or a directory on its filesystem>, or --eviction-hard='' to turn pressure reclaim off",
+  ]);
+  const off = kubegc(...missing, '--eviction-hard', '');
+  expect(off.status).toBe(1); // the runtime is missing, and said so by each pass
+  const errors = off.stderr
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { level: string; gc?: string })
+    .filter((l) => l.level === 'error');
+  expect(errors.map((e) => e.gc)).toEqual(['container', 'image']);
+});
+
 test('--once against a missing socket: one clear error line per pass, exit code 1', () => {
-  const r = kubegc(
-    'node',
-    '--once',
-    '--cri-endpoint',
-    'unix:///nonexistent/kubegc-test.sock',
-    '--runtime-request-timeout',
-    '2s',
-  );
+  // A --root-dir that exists wherever the test runs (the default, /var/lib/kubelet, may not).
+  const r = kubegc(...ONCE_WITHOUT_RUNTIME, '--root-dir', os.tmpdir());
   expect(r.status).toBe(1);
   const errors = r.stderr
     .trim()
@@ -141,14 +177,11 @@ test('--once against a missing socket: one clear error line per pass, exit code 
 
 test('a --pinned-images glob no image can match is a warning at start', () => {
   const r = kubegc(
-    'node',
-    '--once',
+    ...ONCE_WITHOUT_RUNTIME,
+    '--root-dir',
+    os.tmpdir(),
     '--pinned-images',
     'https://registry.example.com/*,registry.k8s.io/pause:*',
-    '--cri-endpoint',
-    'unix:///nonexistent/kubegc-test.sock',
-    '--runtime-request-timeout',
-    '2s',
   );
   const warnings = r.stderr
     .trim()

@@ -697,11 +697,23 @@ class Http2Connection {
       let contentType: string | undefined;
       const chunks: Buffer[] = [];
       let failure: Error | undefined;
+      // Two clocks: the stream's idle timeout (a response that stops arriving),
+      // and one for the answer's first headers, because the idle timer only runs
+      // once the session is connected: a server that accepts the TCP connection
+      // and never completes TLS (a blackholed network) would hold the request
+      // for ever.
+      let awaitingHeaders: NodeJS.Timeout | undefined;
       if (o.timeoutMs) {
-        req.setTimeout(o.timeoutMs, () => {
-          failure = new Error(`timed out after ${o.timeoutMs} ms`);
-          req.close(http2.constants.NGHTTP2_CANCEL);
-        });
+        const timedOut = (): void => {
+          failure ??= new Error(`timed out after ${o.timeoutMs} ms`);
+          // A stream of a session still connecting is not closed by cancelling it
+          // (it has not been sent): the connection that did not come up in time goes,
+          // and every stream waiting on it fails with it.
+          if (session.connecting) session.destroy(failure);
+          else req.close(http2.constants.NGHTTP2_CANCEL);
+        };
+        req.setTimeout(o.timeoutMs, timedOut);
+        awaitingHeaders = setTimeout(timedOut, o.timeoutMs);
       }
       // The caller's signal resets the stream (RST_STREAM CANCEL): the API
       // server cancels the request's context (an admission webhook it waits
@@ -713,6 +725,7 @@ class Http2Connection {
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       req.on('response', (h) => {
+        clearTimeout(awaitingHeaders);
         this.noteRead(session);
         status = Number(h[':status'] ?? 0);
         const ra = h['retry-after'];
@@ -730,6 +743,7 @@ class Http2Connection {
         failure ??= err;
       });
       req.on('close', () => {
+        clearTimeout(awaitingHeaders);
         signal?.removeEventListener('abort', onAbort);
         if (--this.active === 0 && !session.destroyed) session.unref();
         if (status !== 0 && !failure) {

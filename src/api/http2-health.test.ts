@@ -113,3 +113,27 @@ test('an HTTP/2 connection that stops answering PINGs is dropped and replaced', 
     await server.close();
   }
 }, 20_000);
+
+test('a connection that never completes its TLS handshake (a blackholed network) fails the request after its timeout, and the next request connects anew', async () => {
+  // Accepts TCP and says nothing: the HTTP/2 session stays "connecting", where the
+  // stream's own idle timer does not run.
+  const silent = net.createServer(() => undefined);
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const port = (silent.address() as AddressInfo).port;
+  const client = await KubeClient.create(kubeconfig(`https://127.0.0.1:${port}`), {
+    qps: 0,
+    burst: 1,
+    requestTimeoutMs: 300,
+  });
+  try {
+    for (const name of ['a', 'b']) {
+      const err = await client.request('GET', `/api/v1/namespaces/${name}`).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).status).toBe(0);
+      expect((err as ApiError).message).toMatch(/timed out after 300 ms/);
+    }
+  } finally {
+    client.close();
+    silent.close();
+  }
+}, 20_000);

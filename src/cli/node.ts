@@ -56,6 +56,15 @@ export const NODE_FLAGS: FlagSpecs = {
     default: '2m',
     validate: timerDuration(100),
   },
+  'request-timeout': {
+    kind: 'duration',
+    // Short by default: a pressure reclaim waits on the pod list before it frees anything,
+    // and the kubelet's eviction manager looks again every 10 s. An API server that does not
+    // answer within this makes the pods unknown for that pass (nothing goes for a pod reason).
+    help: 'timeout of one API request (the Node read, each page of the pod list, events); an unanswered read leaves the pods unknown for that pass',
+    default: '5s',
+    validate: timerDuration(100),
+  },
   'node-name': {
     kind: 'string',
     help: "this node (the DaemonSet passes spec.nodeName); default: $NODE_NAME, else the host name; with API access a name the API has no Node of means this node's pods are unknown (nothing of deleted pods is removed)",
@@ -206,7 +215,10 @@ flags:
 ${formatFlags(NODE_FLAGS)}`;
 
 /** API access: --kubeconfig, else the service account in a pod, else none. */
-async function apiClient(path: string | undefined): Promise<KubeClient | undefined> {
+async function apiClient(
+  path: string | undefined,
+  requestTimeoutMs: number,
+): Promise<KubeClient | undefined> {
   let kc: KubeConfigLike;
   if (path) {
     try {
@@ -224,7 +236,7 @@ async function apiClient(path: string | undefined): Promise<KubeClient | undefin
   } else {
     return undefined;
   }
-  return KubeClient.create(kc, { userAgent: `kubegc/${VERSION} node` });
+  return KubeClient.create(kc, { userAgent: `kubegc/${VERSION} node`, requestTimeoutMs });
 }
 
 export async function nodeCommand(argv: string[]): Promise<number> {
@@ -268,7 +280,10 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const metrics = createNodeMetrics(registry);
-  const client = await apiClient(flags.kubeconfig as string | undefined);
+  const client = await apiClient(
+    flags.kubeconfig as string | undefined,
+    flags['request-timeout'] as number,
+  );
   const serveMetrics =
     !(flags.once as boolean) && parseBindAddress(flags['metrics-bind-address'] as string);
   if (serveMetrics && flags['metrics-secure'] && !client)

@@ -1,7 +1,10 @@
 // `kubegc node` as an operator meets it without a runtime: help, and one
 // clear line with exit code 2 for flags the kubelet would reject.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
 import { UsageError } from '../../src/cli/flags.ts';
 import { nodeCommand } from '../../src/cli/node.ts';
 import { kubegcArgv } from '../../cluster/kubegc-command.ts';
@@ -194,3 +197,56 @@ test('a --pinned-images glob no image can match is a warning at start', () => {
     ),
   ]);
 });
+
+test('an API server that accepts connections and never answers leaves the pods unknown for the pass after --request-timeout, instead of holding the pass (and a pressure reclaim) for the client default of 30 s', async () => {
+  // A listener that never speaks: the TLS handshake hangs, as behind a blackholed network.
+  const silent = net.createServer(() => undefined);
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const port = (silent.address() as net.AddressInfo).port;
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kubegc-silent-api-'));
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  await fs.writeFile(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        {
+          name: 'c',
+          cluster: { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true },
+        },
+      ],
+      users: [{ name: 'u', user: { token: 'x' } }],
+      contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'c',
+    }),
+  );
+  try {
+    const child = spawn(
+      process.execPath,
+      kubegcArgv([
+        ...ONCE_WITHOUT_RUNTIME,
+        '--root-dir',
+        os.tmpdir(),
+        '--kubeconfig',
+        kubeconfig,
+        '--node-name',
+        'n1',
+        '--request-timeout',
+        '500ms',
+      ]),
+      { env: { ...process.env, KUBERNETES_SERVICE_HOST: '' } },
+    );
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    // The deadline of the check, not a timing assertion: the old client default (30 s) misses it.
+    const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((r) => child.on('close', r));
+    clearTimeout(killer);
+    expect(code).not.toBeNull();
+    expect(stderr).toMatch(/timed out after 500 ms/);
+  } finally {
+    silent.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}, 30_000);

@@ -247,19 +247,33 @@ function n2n3(i: Inputs, out: Violation[]): void {
   }
 }
 
-/** N4: no DiskPressure and no eviction while unused images a GC could free were present. */
+/**
+ * N4: no DiskPressure and no eviction while unused images a GC could free were present.
+ * One violation per episode (consecutive samples showing it), naming its length.
+ */
 function n4(i: Inputs, out: Violation[]): void {
-  let reported = false;
-  for (const s of i.samples) {
-    if ((!s.diskPressure && s.evicted.length === 0) || s.fillersPresent === 0) continue;
-    if (reported && s.evicted.length === 0) continue;
-    reported = true;
+  let episode: { start: NodeSample; last: NodeSample; evicted: Set<string> } | undefined;
+  const close = (): void => {
+    if (!episode) return;
+    const { start, last, evicted } = episode;
     out.push({
       invariant: 'N4',
-      t: s.t,
-      what: `${s.diskPressure ? 'the Node reported DiskPressure' : ''}${s.evicted.length ? ` pods evicted: ${s.evicted.join(', ')}` : ''} with ${s.fillersPresent} unused filler images present`,
+      t: start.t,
+      what: `${start.diskPressure || last.diskPressure ? 'the Node reported DiskPressure' : 'pods were evicted'} for ${Math.round((last.t - start.t) / 1000)} s${evicted.size ? `, evicting ${[...evicted].join(', ')}` : ''}, with ${start.fillersPresent} unused filler images present`,
     });
+    episode = undefined;
+  };
+  for (const s of i.samples) {
+    const bad = (s.diskPressure || s.evicted.length > 0) && s.fillersPresent > 0;
+    if (!bad) {
+      close();
+      continue;
+    }
+    episode ??= { start: s, last: s, evicted: new Set() };
+    episode.last = s;
+    for (const e of s.evicted) episode.evicted.add(e);
   }
+  close();
 }
 
 /** N5: at the end, containers of pods gone from the API are gone; images unused past the maximum age are gone. */

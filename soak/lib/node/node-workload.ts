@@ -47,6 +47,7 @@ export class NodeWorkload {
   private readonly hooks: WorkloadHooks;
   private readonly objects: { kind: 'jobs' | 'deployments' | 'pods'; name: string }[] = [];
   private stopped = false;
+  private filling = false;
   private n = 0;
 
   constructor(kube: Kube, table: ImageTable, hooks: WorkloadHooks) {
@@ -293,8 +294,20 @@ export class NodeWorkload {
   }
 
   private async fill(): Promise<void> {
+    // One fill at a time across the actors: a node pulls at a bounded rate.
+    if (this.filling) return;
     let usage = await this.hooks.usagePercent();
     if (usage >= this.hooks.fillTo) return;
+    this.filling = true;
+    try {
+      await this.fillSteps(usage);
+    } finally {
+      this.filling = false;
+    }
+  }
+
+  private async fillSteps(start: number): Promise<void> {
+    let usage = start;
     this.count('fill');
     // One filler at a time, paced as a busy node's pulls are: a pressure check in between.
     for (let i = 0; i < 12 && usage < this.hooks.fillTo && !this.stopped; i++) {

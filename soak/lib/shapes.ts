@@ -5,11 +5,13 @@
 // `\` and spaces (a field selector must escape them); a cluster-scoped object
 // may own namespaced ones, and a cluster-scoped object may name a namespaced
 // kind (upstream never collects it); a CRD may go away with its objects and
-// come back. The choices are pure and seeded (unit-tested); the scenarios
+// come back; an aggregated API (which may refuse field selectors) may leave
+// discovery or answer 503 while its objects own others. The choices are pure and seeded (unit-tested); the scenarios
 // drive the workload's own helpers.
 import { KubeError, waitUntil, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
 import { crdManifest } from '../../test/support/crd.ts';
+import type { AggregatedOwners } from './aggregated.ts';
 import { CRD_GROUP, GADGET_CRD_NAME, collectionPath, resourceDef } from './resources.ts';
 import type { Obj, Workload } from './workload.ts';
 
@@ -36,6 +38,16 @@ export const SHAPES = {
    * v2: a GC that watches only a group's preferred version never sees them.
    */
   gadgetCrdFlap: 1,
+  /**
+   * An AggWidget, served by an aggregated API that refuses field selectors (aggregated.ts),
+   * owning objects; deleted (Background), or left alive (for a flap to delete, or to the end).
+   */
+  aggregatedOwner: 3,
+  /**
+   * The AggWidgets' APIService deleted and created again (the group leaves discovery), or their
+   * server answering 503 to everything for a few seconds; at most one a minute.
+   */
+  apiServiceFlap: 1,
 } as const;
 export type Shape = keyof typeof SHAPES;
 
@@ -128,11 +140,19 @@ export class Shapes {
   private readonly w: Workload;
   private readonly kube: Kube;
   private readonly namespaces: readonly string[];
+  /** Undefined: no aggregated API in this run (its shapes do nothing). */
+  private readonly agg: AggregatedOwners | undefined;
 
-  constructor(w: Workload, kube: Kube, namespaces: readonly string[]) {
+  constructor(
+    w: Workload,
+    kube: Kube,
+    namespaces: readonly string[],
+    agg: AggregatedOwners | undefined,
+  ) {
     this.w = w;
     this.kube = kube;
     this.namespaces = namespaces;
+    this.agg = agg;
   }
 
   private simple(p: Prng): string {
@@ -284,6 +304,30 @@ export class Shapes {
         }
         case 'gadgetCrdFlap':
           return await this.flap(p);
+        case 'aggregatedOwner': {
+          const agg = this.agg;
+          if (!agg) return;
+          const owner = await agg.create(p, ns);
+          let deleted = false;
+          try {
+            for (let i = p.int(1, 3); i > 0; i--)
+              await mk(p.pick(['configmaps', 'secrets', 'widgets', 'roles']), ns, [
+                w.ref(owner, p, { block: p.chance(0.4) }),
+              ]);
+            await pause(p.int(2000, 8000));
+            // Background only: the aggregated server's finalizer handling is simple.
+            if (p.chance(0.7)) {
+              deleted = true;
+              await agg.delete(owner);
+            }
+          } finally {
+            // Alive to the end (its dependents with it), unless a flap deletes it.
+            if (!deleted) agg.keep(owner);
+          }
+          return;
+        }
+        case 'apiServiceFlap':
+          return await this.agg?.flap(p);
       }
     } finally {
       w.release(made);

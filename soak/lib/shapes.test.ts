@@ -8,6 +8,7 @@ import {
   SHAPES,
   bogusName,
   escapedName,
+  firstRound,
   isValidPathSegmentName,
   pickShape,
   sharedUidRefs,
@@ -41,6 +42,17 @@ describe('shapes', () => {
       .filter(([, w]) => w > 0)
       .map(([k]) => k);
     expect(new Set(draw(1))).toEqual(new Set(on));
+  });
+
+  test('the first round: every shape with a weight once, in an order the seed decides', () => {
+    const round = (seed: number): Shape[] => firstRound(new Prng(seed, 'shapes/first-round'));
+    const weighted = Object.entries(SHAPES)
+      .filter(([, w]) => w > 0)
+      .map(([k]) => k)
+      .sort();
+    expect([...round(1)].sort()).toEqual(weighted);
+    expect(round(1)).toEqual(round(1));
+    expect(round(1)).not.toEqual(round(2));
   });
 
   test('escaped names: legal RBAC names, each with a character a field selector must escape (or a space), seeded', () => {

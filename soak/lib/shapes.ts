@@ -59,6 +59,15 @@ export function pickShape(p: Prng): Shape {
 }
 
 /**
+ * Every shape with a weight, once, in a seeded order: drawn before the weights decide, so that a
+ * short run (CI's 3 minutes hold a dozen shape scenarios) sees each shape, rare ones included.
+ */
+export function firstRound(p: Prng): Shape[] {
+  const all = Object.keys(SHAPES) as Shape[];
+  return p.shuffle(all.filter((s) => SHAPES[s] > 0));
+}
+
+/**
  * A legal RBAC name that a field selector must escape: words joined by `,` `=` `\` or a
  * space, a seeded suffix to keep it unique. RBAC names need only be path segments (not `.` or
  * `..`, no `/` or `%`) of at most 253 characters. Some names look like selector clauses
@@ -142,17 +151,25 @@ export class Shapes {
   private readonly namespaces: readonly string[];
   /** Undefined: no aggregated API in this run (its shapes do nothing). */
   private readonly agg: AggregatedOwners | undefined;
+  private readonly unseen: Shape[];
 
   constructor(
     w: Workload,
     kube: Kube,
     namespaces: readonly string[],
     agg: AggregatedOwners | undefined,
+    p: Prng,
   ) {
     this.w = w;
     this.kube = kube;
     this.namespaces = namespaces;
     this.agg = agg;
+    this.unseen = firstRound(p);
+  }
+
+  /** The next shape: the first round's (firstRound), then one by weight. */
+  pick(p: Prng): Shape {
+    return this.unseen.shift() ?? pickShape(p);
   }
 
   private simple(p: Prng): string {

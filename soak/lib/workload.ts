@@ -7,7 +7,7 @@ import type { AggregatedOwners } from './aggregated.ts';
 import type { History, RevisionClock } from './history.ts';
 import { KubeError, statusOf, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
-import { Shapes, pickShape } from './shapes.ts';
+import { Shapes } from './shapes.ts';
 import {
   AGGREGATED,
   CRD_GROUP,
@@ -87,7 +87,13 @@ export class Workload {
 
   constructor(o: WorkloadOptions) {
     this.o = o;
-    this.shapes = new Shapes(this, o.kube, o.namespaces, o.aggregated);
+    this.shapes = new Shapes(
+      this,
+      o.kube,
+      o.namespaces,
+      o.aggregated,
+      o.prng.fork('shapes/first-round'),
+    );
   }
 
   countOp(op: string): void {
@@ -445,7 +451,7 @@ export class Workload {
       case 'builtin':
         return this.builtin(p, ns);
       case 'shape': {
-        const shape = pickShape(p);
+        const shape = this.shapes.pick(p);
         this.count(this.scenarios, `shape: ${shape}`);
         return this.shapes.run(shape, p, ns);
       }

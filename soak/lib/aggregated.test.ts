@@ -25,12 +25,18 @@ function gate(): { opened: Promise<void>; open: () => void } {
   return { opened, open };
 }
 
+/** A stream started (an empty list) at revision 1 of a fake etcd. */
+async function started(): Promise<{ etcd: Etcd; history: History; stream: SyntheticStream }> {
+  const etcd = new Etcd();
+  const history = new History();
+  const stream = new SyntheticStream(history, AGGREGATED, etcd.read);
+  await stream.start();
+  return { etcd, history, stream };
+}
+
 describe('SyntheticStream', () => {
   test('a create is ADDED at the revision read after it answered; a delete DELETED at the one read before it started', async () => {
-    const etcd = new Etcd();
-    const history = new History();
-    const stream = new SyntheticStream(history, AGGREGATED, etcd.read);
-    await stream.start();
+    const { etcd, history, stream } = await started();
     etcd.rev = 5;
     await stream.created(() => {
       // Other writes land while the create is in flight.
@@ -55,10 +61,7 @@ describe('SyntheticStream', () => {
   });
 
   test('a live object is certain only through the last write until a bookmark; a bookmark waits for the write in flight', async () => {
-    const etcd = new Etcd();
-    const history = new History();
-    const stream = new SyntheticStream(history, AGGREGATED, etcd.read);
-    await stream.start();
+    const { etcd, history, stream } = await started();
     etcd.rev = 5;
     await stream.created(() => Promise.resolve(WIDGET));
     etcd.rev = 20;
@@ -94,10 +97,7 @@ describe('SyntheticStream', () => {
   });
 
   test('a write that fails is recorded as far as it got, and does not block the next', async () => {
-    const etcd = new Etcd();
-    const history = new History();
-    const stream = new SyntheticStream(history, AGGREGATED, etcd.read);
-    await stream.start();
+    const { etcd, history, stream } = await started();
     await expect(stream.created(() => Promise.reject(new Error('503')))).rejects.toThrow('503');
     expect(history.objects.size).toBe(0);
     etcd.rev = 3;

@@ -39,8 +39,9 @@ export const SHAPES = {
    */
   gadgetCrdFlap: 1,
   /**
-   * An AggWidget, served by an aggregated API that refuses field selectors (aggregated.ts),
-   * owning objects; deleted (Background), or left alive (for a flap to delete, or to the end).
+   * Two AggWidgets, served by an aggregated API that refuses field selectors (aggregated.ts),
+   * owning objects: one deleted (Background) seconds later, one left alive (a spare: for a flap
+   * to delete, or alive to the end).
    */
   aggregatedOwner: 3,
   /**
@@ -58,13 +59,20 @@ export function pickShape(p: Prng): Shape {
   return p.weighted(SHAPES);
 }
 
+/** Shapes that take a kind away (and bring it back): they mean most once there are owners of it. */
+export const TAKE_AWAY: readonly Shape[] = ['gadgetCrdFlap', 'apiServiceFlap'];
+
 /**
- * Every shape with a weight, once, in a seeded order: drawn before the weights decide, so that a
- * short run (CI's 3 minutes hold a dozen shape scenarios) sees each shape, rare ones included.
+ * Every shape with a weight, once, in a seeded order, those that take a kind away last: drawn
+ * before the weights decide, so that a short run (CI's 3 minutes hold a dozen or so shape
+ * scenarios) sees each shape, rare ones included, and its flaps find owners to take away.
  */
 export function firstRound(p: Prng): Shape[] {
-  const all = Object.keys(SHAPES) as Shape[];
-  return p.shuffle(all.filter((s) => SHAPES[s] > 0));
+  const on = (Object.keys(SHAPES) as Shape[]).filter((s) => SHAPES[s] > 0);
+  return [
+    ...p.shuffle(on.filter((s) => !TAKE_AWAY.includes(s))),
+    ...p.shuffle(on.filter((s) => TAKE_AWAY.includes(s))),
+  ];
 }
 
 /**
@@ -324,22 +332,23 @@ export class Shapes {
         case 'aggregatedOwner': {
           const agg = this.agg;
           if (!agg) return;
-          const owner = await agg.create(p, ns);
-          let deleted = false;
-          try {
-            for (let i = p.int(1, 3); i > 0; i--)
+          const dependents = async (owner: Obj, n: number): Promise<void> => {
+            for (let i = n; i > 0; i--)
               await mk(p.pick(['configmaps', 'secrets', 'widgets', 'roles']), ns, [
                 w.ref(owner, p, { block: p.chance(0.4) }),
               ]);
+          };
+          // A spare: alive to the end (its dependents kept with it), unless a flap deletes it.
+          const spare = await agg.create(p, ns);
+          agg.keep(spare);
+          const owner = await agg.create(p, ns);
+          try {
+            await dependents(owner, p.int(1, 3));
+            await dependents(spare, p.int(1, 2));
             await pause(p.int(2000, 8000));
-            // Background only: the aggregated server's finalizer handling is simple.
-            if (p.chance(0.7)) {
-              deleted = true;
-              await agg.delete(owner);
-            }
           } finally {
-            // Alive to the end (its dependents with it), unless a flap deletes it.
-            if (!deleted) agg.keep(owner);
+            // Background only: the aggregated server's finalizer handling is simple.
+            await agg.delete(owner);
           }
           return;
         }

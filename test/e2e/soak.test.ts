@@ -84,10 +84,12 @@ test(
     );
     expect(refused.reduce((n, [, v]) => n + v, 0)).toBeGreaterThan(0);
     // The aggregated owners ran (AggWidgets of an aggregated API that refuses field selectors,
-    // owning workload objects), and their APIService flapped and came back: deleted and created
-    // again, or its server unavailable (503) and available again.
+    // owning workload objects; some deleted, their dependents then collected or I2 would say),
+    // and their APIService flapped and came back: deleted and created again, or its server
+    // unavailable (503) and available again.
     expect(r.scenarios['shape: aggregatedOwner']).toBeGreaterThan(0);
     expect(r.ops['shape: AggWidget created']).toBeGreaterThan(0);
+    expect(r.ops['shape: AggWidget deleted']).toBeGreaterThan(0);
     expect(r.scenarios['shape: apiServiceFlap']).toBeGreaterThan(0);
     expect(
       (r.ops['shape: APIService created again'] ?? 0) +

@@ -1,5 +1,6 @@
 // The oracle over synthetic histories: what must be flagged, and what must not
 // (including what a re-list gap leaves unknown).
+import { SyntheticStream, type SyntheticObject } from './aggregated.ts';
 import { History, RevisionClock } from './history.ts';
 import type { KubeObject, OwnerReference, WatchEvent } from './kube.ts';
 import {
@@ -17,7 +18,7 @@ import {
   type OneReadContext,
   type ReadCall,
 } from './oracle.ts';
-import { resourceDef } from './resources.ts';
+import { AGGREGATED, resourceDef } from './resources.ts';
 
 const CM = resourceDef('configmaps');
 const SECRET = resourceDef('secrets');
@@ -588,5 +589,75 @@ describe('odd but legal references (issue 32): each reference judged by kind, na
       ).map((v) => v.summary);
     expect(run([ref('bogus', 'O')])).toEqual([]);
     expect(run([ref('owner', 'O')])).toEqual([expect.stringContaining('still references')]);
+  });
+});
+
+describe('aggregated owners (issue 32): AggWidgets recorded in etcd revisions around the soak’s writes', () => {
+  // Their own resourceVersions (from 10^12) never reach the History: the soak records each of
+  // its writes at an etcd revision it reads (aggregated.ts), R1 after a create, R2 before a delete.
+  const aggRef = (name: string, uid: string): OwnerReference => ({
+    apiVersion: `${AGGREGATED.group}/v1`,
+    kind: 'AggWidget',
+    name,
+    uid,
+  });
+  const owner: SyntheticObject = { namespace: 'soak-a', name: 'agg-x', uid: 'A' };
+  const dep = (rev: number): KubeObject => cm('dep', 'D', rev, { owners: [aggRef('agg-x', 'A')] });
+
+  /** An AggWidget created with etcd at R1 = 10, its dependent at 11, the owner deleted with etcd at `r2`. */
+  async function scenario(r2: number, depDeletedAt?: number): Promise<Scenario> {
+    const s = new Scenario();
+    let etcd = 10;
+    const stream = new SyntheticStream(s.history, AGGREGATED, () => Promise.resolve(etcd));
+    await stream.created(() => Promise.resolve(owner));
+    s.ev('ADDED', dep(11));
+    if (depDeletedAt !== undefined && depDeletedAt < r2) s.ev('DELETED', dep(depDeletedAt));
+    etcd = r2;
+    await stream.deleted(owner, () => Promise.resolve());
+    if (depDeletedAt !== undefined && depDeletedAt >= r2) s.ev('DELETED', dep(depDeletedAt));
+    return s.probe(10_000, 100);
+  }
+
+  const i1 = (s: Scenario, rev: number): string[] => {
+    const calls = [del('dep', 'D', rev)];
+    const resolved = resolveDeletes(s.history, s.clock, calls);
+    expect(resolved[0]?.status).toBe('exact');
+    return checkI1(s.history, resolved, GC, calls).map((v) => v.summary);
+  };
+
+  test('a GC delete of its dependent between R1 and R2 is I1', async () => {
+    expect(i1(await scenario(14, 12), 12)).toEqual([
+      expect.stringContaining(
+        'its owner AggWidget agg-x (uid A) existed and was not being deleted',
+      ),
+    ]);
+  });
+
+  test('a GC delete of its dependent at R2 or later is not', async () => {
+    expect(i1(await scenario(14, 14), 14)).toEqual([]);
+    expect(i1(await scenario(14, 15), 15)).toEqual([]);
+  });
+
+  test('while it lives, a delete after its last write is judged only once a bookmark covers it', async () => {
+    const s = new Scenario();
+    let etcd = 10;
+    const stream = new SyntheticStream(s.history, AGGREGATED, () => Promise.resolve(etcd));
+    await stream.created(() => Promise.resolve(owner));
+    s.ev('ADDED', dep(11)).ev('DELETED', dep(12)).probe(10_000, 100);
+    expect(i1(s, 12)).toEqual([]);
+    etcd = 13;
+    await stream.bookmark();
+    expect(i1(s, 12)).toHaveLength(1);
+  });
+
+  test('a dependent left after its deletion is I2; one of a live AggWidget is not', async () => {
+    const i2 = (s: Scenario): string[] =>
+      checkI2(s.history, { stoppedAt: 1600, checkedAt: 61_600 }).map((v) => v.object);
+    expect(i2(await scenario(14))).toEqual(['configmaps soak-a/dep (uid D)']);
+    const live = new Scenario();
+    const stream = new SyntheticStream(live.history, AGGREGATED, () => Promise.resolve(10));
+    await stream.created(() => Promise.resolve(owner));
+    live.ev('ADDED', dep(11));
+    expect(i2(live)).toEqual([]);
   });
 });

@@ -17,6 +17,7 @@ export const CRD_NAME = `widgets.${CRD_GROUP}`;
 export const GADGET_CRD_NAME = `gadgets.${CRD_GROUP}`;
 export const RBAC_GROUP = 'rbac.authorization.k8s.io';
 
+/** The etcd-backed resources, each watched through kube-apiserver by the recorder (history.ts). */
 export const RESOURCES: readonly ResourceDef[] = [
   { resource: 'configmaps', group: '', version: 'v1', kind: 'ConfigMap', namespaced: true },
   { resource: 'secrets', group: '', version: 'v1', kind: 'Secret', namespaced: true },
@@ -38,8 +39,26 @@ export const RESOURCES: readonly ResourceDef[] = [
   },
 ];
 
+/**
+ * Owners served by the soak's own aggregated API server (aggregated.ts), in a group of their own
+ * and under a plural no CRD uses (the history keys its streams by plural). Not in RESOURCES: the
+ * recorder does not watch them through kube-apiserver, because their resourceVersions count on
+ * a clock of that server's and mean nothing next to etcd revisions; the soak, their only writer,
+ * records them itself, in etcd revisions.
+ */
+export const AGGREGATED: ResourceDef = {
+  resource: 'aggwidgets',
+  group: 'agg.soak.kubegc.io',
+  version: 'v1',
+  kind: 'AggWidget',
+  namespaced: true,
+};
+
+/** Every kind the soak creates or references, watched or not. */
+const KNOWN: readonly ResourceDef[] = [...RESOURCES, AGGREGATED];
+
 export function resourceDef(resource: string): ResourceDef {
-  const r = RESOURCES.find((x) => x.resource === resource);
+  const r = KNOWN.find((x) => x.resource === resource);
   if (!r) throw new Error(`unknown soak resource ${resource}`);
   return r;
 }
@@ -49,7 +68,7 @@ export function resourceDef(resource: string): ResourceDef {
  * soak knows; undefined for any other kind.
  */
 export function namespacedKind(group: string, kind: string): boolean | undefined {
-  return RESOURCES.find((x) => x.group === group && x.kind === kind)?.namespaced;
+  return KNOWN.find((x) => x.group === group && x.kind === kind)?.namespaced;
 }
 
 export function apiVersionOf(r: ResourceDef): string {

@@ -6,8 +6,10 @@ import { Prng } from './prng.ts';
 import {
   ESCAPED,
   SHAPES,
+  TAKE_AWAY,
   bogusName,
   escapedName,
+  firstRound,
   isValidPathSegmentName,
   pickShape,
   sharedUidRefs,
@@ -41,6 +43,20 @@ describe('shapes', () => {
       .filter(([, w]) => w > 0)
       .map(([k]) => k);
     expect(new Set(draw(1))).toEqual(new Set(on));
+  });
+
+  test('the first round: every shape with a weight once, in an order the seed decides, the flaps last', () => {
+    const round = (seed: number): Shape[] => firstRound(new Prng(seed, 'shapes/first-round'));
+    const weighted = Object.entries(SHAPES)
+      .filter(([, w]) => w > 0)
+      .map(([k]) => k)
+      .sort();
+    expect([...round(1)].sort()).toEqual(weighted);
+    expect(round(1)).toEqual(round(1));
+    expect(round(1)).not.toEqual(round(2));
+    // The flaps last: by then there are Gadgets and AggWidgets for them to take away.
+    for (const seed of [1, 2, 3])
+      expect(new Set(round(seed).slice(-TAKE_AWAY.length))).toEqual(new Set(TAKE_AWAY));
   });
 
   test('escaped names: legal RBAC names, each with a character a field selector must escape (or a space), seeded', () => {

@@ -5,11 +5,13 @@
 // `\` and spaces (a field selector must escape them); a cluster-scoped object
 // may own namespaced ones, and a cluster-scoped object may name a namespaced
 // kind (upstream never collects it); a CRD may go away with its objects and
-// come back. The choices are pure and seeded (unit-tested); the scenarios
+// come back; an aggregated API (which may refuse field selectors) may leave
+// discovery or answer 503 while its objects own others. The choices are pure and seeded (unit-tested); the scenarios
 // drive the workload's own helpers.
 import { KubeError, waitUntil, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
 import { crdManifest } from '../../test/support/crd.ts';
+import type { AggregatedOwners } from './aggregated.ts';
 import { CRD_GROUP, GADGET_CRD_NAME, collectionPath, resourceDef } from './resources.ts';
 import type { Obj, Workload } from './workload.ts';
 
@@ -36,6 +38,17 @@ export const SHAPES = {
    * v2: a GC that watches only a group's preferred version never sees them.
    */
   gadgetCrdFlap: 1,
+  /**
+   * Two AggWidgets, served by an aggregated API that refuses field selectors (aggregated.ts),
+   * owning objects: one deleted (Background) seconds later, one left alive (a spare: for a flap
+   * to delete, or alive to the end).
+   */
+  aggregatedOwner: 3,
+  /**
+   * The AggWidgets' APIService deleted and created again (the group leaves discovery), or their
+   * server answering 503 to everything for a few seconds; at most one a minute.
+   */
+  apiServiceFlap: 1,
 } as const;
 export type Shape = keyof typeof SHAPES;
 
@@ -44,6 +57,22 @@ export const ESCAPED = [',', '=', '\\', ' '] as const;
 
 export function pickShape(p: Prng): Shape {
   return p.weighted(SHAPES);
+}
+
+/** Shapes that take a kind away (and bring it back): they mean most once there are owners of it. */
+export const TAKE_AWAY: readonly Shape[] = ['gadgetCrdFlap', 'apiServiceFlap'];
+
+/**
+ * Every shape with a weight, once, in a seeded order, those that take a kind away last: drawn
+ * before the weights decide, so that a short run (CI's 3 minutes hold a dozen or so shape
+ * scenarios) sees each shape, rare ones included, and its flaps find owners to take away.
+ */
+export function firstRound(p: Prng): Shape[] {
+  const on = (Object.keys(SHAPES) as Shape[]).filter((s) => SHAPES[s] > 0);
+  return [
+    ...p.shuffle(on.filter((s) => !TAKE_AWAY.includes(s))),
+    ...p.shuffle(on.filter((s) => TAKE_AWAY.includes(s))),
+  ];
 }
 
 /**
@@ -128,11 +157,27 @@ export class Shapes {
   private readonly w: Workload;
   private readonly kube: Kube;
   private readonly namespaces: readonly string[];
+  /** Undefined: no aggregated API in this run (its shapes do nothing). */
+  private readonly agg: AggregatedOwners | undefined;
+  private readonly unseen: Shape[];
 
-  constructor(w: Workload, kube: Kube, namespaces: readonly string[]) {
+  constructor(
+    w: Workload,
+    kube: Kube,
+    namespaces: readonly string[],
+    agg: AggregatedOwners | undefined,
+    p: Prng,
+  ) {
     this.w = w;
     this.kube = kube;
     this.namespaces = namespaces;
+    this.agg = agg;
+    this.unseen = firstRound(p);
+  }
+
+  /** The next shape: the first round's (firstRound), then one by weight. */
+  pick(p: Prng): Shape {
+    return this.unseen.shift() ?? pickShape(p);
   }
 
   private simple(p: Prng): string {
@@ -284,6 +329,31 @@ export class Shapes {
         }
         case 'gadgetCrdFlap':
           return await this.flap(p);
+        case 'aggregatedOwner': {
+          const agg = this.agg;
+          if (!agg) return;
+          const dependents = async (owner: Obj, n: number): Promise<void> => {
+            for (let i = n; i > 0; i--)
+              await mk(p.pick(['configmaps', 'secrets', 'widgets', 'roles']), ns, [
+                w.ref(owner, p, { block: p.chance(0.4) }),
+              ]);
+          };
+          // A spare: alive to the end (its dependents kept with it), unless a flap deletes it.
+          const spare = await agg.create(p, ns);
+          agg.keep(spare);
+          const owner = await agg.create(p, ns);
+          try {
+            await dependents(owner, p.int(1, 3));
+            await dependents(spare, p.int(1, 2));
+            await pause(p.int(2000, 8000));
+          } finally {
+            // Background only: the aggregated server's finalizer handling is simple.
+            await agg.delete(owner);
+          }
+          return;
+        }
+        case 'apiServiceFlap':
+          return await this.agg?.flap(p);
       }
     } finally {
       w.release(made);

@@ -32,6 +32,7 @@ import {
   type LeaderElectionTiming,
   type Lifetime,
 } from './contenders.ts';
+import { AggregatedOwners, grantAggregatedGet } from './aggregated.ts';
 import { etcdClientPort, etcdRevision, injectFault, type FaultRecord } from './faults.ts';
 import { History, Recorder, RevisionClock, type RecorderStats } from './history.ts';
 import { Kube, waitUntil, type KubeObject } from './kube.ts';
@@ -377,6 +378,32 @@ async function runContender(
       await prober;
     });
 
+    // Owners served by an aggregated API of the soak's own, which refuses field selectors: kubegc
+    // then reads them by GET, which deploy/'s ClusterRole does not grant (docs/security.md says
+    // to grant it for such a resource; kcm-gc is cluster-admin). Their history is written by the
+    // soak itself, in etcd revisions (aggregated.ts), bookmarked every 2 s.
+    if (name === 'kubegc') await grantAggregatedGet(admin, KUBEGC_SERVICE_ACCOUNT);
+    const aggregated = await AggregatedOwners.start({
+      cluster,
+      history,
+      clock,
+      revision: () => etcdRevision(etcdPort),
+      log: (l) => log(`${name}: aggregated API: ${l}`),
+    });
+    cleanups.push(() => aggregated.close());
+    let bookmarking = true;
+    const bookmarker = (async () => {
+      while (bookmarking) {
+        await aggregated.bookmark().catch(() => undefined);
+        await pause(2000);
+      }
+    })();
+    const stopBookmarks = async (): Promise<void> => {
+      bookmarking = false;
+      await bookmarker;
+    };
+    cleanups.push(stopBookmarks);
+
     const contender: Contender =
       name === 'kubegc'
         ? new KubegcReplicas(cluster, kubeconfigOf, admin, replicas, timing, (l) =>
@@ -403,6 +430,7 @@ async function runContender(
       actors: o.actors ?? 3,
       maxObjects: o.maxObjects ?? 400,
       log,
+      aggregated,
     });
     const faults: FaultRecord[] = [];
     const rss: RssSample[] = [];
@@ -451,6 +479,12 @@ async function runContender(
           await ensureGadgetCrd(admin).catch((err: unknown) =>
             log(`${name}: the Gadget CRD is not back: ${(err as Error).message}`),
           );
+          // Likewise the AggWidgets' group, and any AggWidget recorded deleted whose delete failed.
+          await aggregated
+            .ensureBack()
+            .catch((err: unknown) =>
+              log(`${name}: the aggregated API is not back: ${(err as Error).message}`),
+            );
           stoppedAt = Date.now();
           log(
             `${name}: workload stopped; waiting for quiescence (at most ${QUIESCENCE_MS / 1000} s)`,
@@ -494,6 +528,9 @@ async function runContender(
     await recorder.stop();
     contenderStopped = true;
     await contender.stop();
+    // Nothing writes AggWidgets any more: their recorded states hold through the GC's last write.
+    await stopBookmarks();
+    await aggregated.bookmark();
     probing = false;
     await prober;
     const endedAt = Date.now();
@@ -604,7 +641,7 @@ async function runContender(
       endedAt,
       replicas,
       schedule,
-      ops: tally(new Map([...workload.ops, ...webhook.counts])),
+      ops: tally(new Map([...workload.ops, ...webhook.counts, ...aggregated.counts])),
       scenarios: tally(workload.scenarios),
       workloadErrors: tally(workload.errors),
       workloadErrorSamples: Object.fromEntries(workload.errorSamples),

@@ -3,11 +3,13 @@
 // every way the GC has to get right (see SCENARIOS). Every request goes
 // through one rate-limited client; every write's revision feeds the clock
 // that ties the audit log's times to etcd revisions.
+import type { AggregatedOwners } from './aggregated.ts';
 import type { History, RevisionClock } from './history.ts';
 import { KubeError, statusOf, type Kube, type KubeObject, type OwnerReference } from './kube.ts';
 import type { Prng } from './prng.ts';
-import { Shapes, pickShape } from './shapes.ts';
+import { Shapes } from './shapes.ts';
 import {
+  AGGREGATED,
   CRD_GROUP,
   HOLD,
   SOAK_LABEL,
@@ -42,7 +44,7 @@ export const SCENARIOS = {
   foregroundThenOrphan: 12,
   /** Deployments, Jobs and CronJobs, whose controllers make the dependents. */
   builtin: 12,
-  /** Odd but legal shapes (shapes.ts): shared UIDs, self-references, names needing escaping, cluster scope, a CRD that goes. */
+  /** Odd but legal shapes (shapes.ts): shared UIDs, self-references, names needing escaping, cluster scope, a CRD that goes, an aggregated API that flaps. */
   shape: 14,
   /** Deletes objects left without owners (keeps the population bounded). */
   janitor: 6,
@@ -63,6 +65,8 @@ export interface WorkloadOptions {
   /** Live objects above which actors only clean up. */
   maxObjects: number;
   log: (line: string) => void;
+  /** The AggWidgets' writer (the aggregated shapes); undefined: none in this run. */
+  aggregated?: AggregatedOwners;
 }
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -83,7 +87,13 @@ export class Workload {
 
   constructor(o: WorkloadOptions) {
     this.o = o;
-    this.shapes = new Shapes(this, o.kube, o.namespaces);
+    this.shapes = new Shapes(
+      this,
+      o.kube,
+      o.namespaces,
+      o.aggregated,
+      o.prng.fork('shapes/first-round'),
+    );
   }
 
   countOp(op: string): void {
@@ -441,7 +451,7 @@ export class Workload {
       case 'builtin':
         return this.builtin(p, ns);
       case 'shape': {
-        const shape = pickShape(p);
+        const shape = this.shapes.pick(p);
         this.count(this.scenarios, `shape: ${shape}`);
         return this.shapes.run(shape, p, ns);
       }
@@ -677,6 +687,8 @@ export class Workload {
       const snap = this.o.history.current(rec);
       return (
         snap !== undefined &&
+        // AggWidgets are written by their own writer only (aggregated.ts): it records each write.
+        rec.resource !== AGGREGATED.resource &&
         snap.refs.length === 0 &&
         !snap.deleting &&
         !this.inUse.has(rec.uid) &&

@@ -5,7 +5,8 @@
 // TCP reset of the connections; one per 20 s slot), on a control plane of its own in .cluster-soak-ci (started and torn down
 // here; the shared e2e cluster is not touched). The workload includes the odd but
 // legal shapes (soak/lib/shapes.ts: shared UIDs, self-references, cluster scope,
-// names that need escaping, a CRD deleted and created again) and the webhook that
+// names that need escaping, a CRD deleted and created again, owners served by an aggregated
+// API that refuses field selectors, its APIService flapping) and the webhook that
 // refuses some of the GC's writes (soak/lib/webhook.ts). Fails on any I1–I4 violation;
 // the full soak is `npm run soak` (soak/README.md).
 import { readFile } from 'node:fs/promises';
@@ -44,6 +45,14 @@ test(
     if (!r) throw new Error('the soak returned no result');
     const report = render(result, { evidenceLines: 20, maxViolations: 10 }, 'CI soak');
     process.stderr.write(`\nCI soak (seed 1, 3 min, kubegc):\n${summary(result.results)}\n`);
+    const shapeTally = (m: Record<string, number>): string =>
+      Object.entries(m)
+        .filter(([k]) => k.startsWith('shape: '))
+        .map(([k, n]) => `${k.slice(7)} ${n}`)
+        .join(', ');
+    process.stderr.write(
+      `shape scenarios: ${shapeTally(r.scenarios)}\nshape operations: ${shapeTally(r.ops)}\n`,
+    );
     for (const f of r.faults)
       process.stderr.write(
         `fault ${f.kind} at ${((f.start - r.startedAt) / 1000).toFixed(0)} s, ${((f.end - f.start) / 1000).toFixed(1)} s: ${f.detail}${f.error ? ` (error: ${f.error})` : ''}\n`,
@@ -74,6 +83,18 @@ test(
       ([k]) => k.startsWith('webhook: ') && !k.endsWith(' allowed'),
     );
     expect(refused.reduce((n, [, v]) => n + v, 0)).toBeGreaterThan(0);
+    // The aggregated owners ran (AggWidgets of an aggregated API that refuses field selectors,
+    // owning workload objects; some deleted, their dependents then collected or I2 would say),
+    // and their APIService flapped and came back: deleted and created again, or its server
+    // unavailable (503) and available again.
+    expect(r.scenarios['shape: aggregatedOwner']).toBeGreaterThan(0);
+    expect(r.ops['shape: AggWidget created']).toBeGreaterThan(0);
+    expect(r.ops['shape: AggWidget deleted']).toBeGreaterThan(0);
+    expect(r.scenarios['shape: apiServiceFlap']).toBeGreaterThan(0);
+    expect(
+      (r.ops['shape: APIService created again'] ?? 0) +
+        (r.ops['shape: aggregated API available again'] ?? 0),
+    ).toBeGreaterThan(0);
   },
   15 * 60_000,
 );

@@ -296,7 +296,7 @@ export class NodeWorkload {
   private async fill(): Promise<void> {
     // One fill at a time across the actors: a node pulls at a bounded rate.
     if (this.filling) return;
-    let usage = await this.hooks.usagePercent();
+    const usage = await this.hooks.usagePercent();
     if (usage >= this.hooks.fillTo) return;
     this.filling = true;
     try {

@@ -127,7 +127,9 @@ test('a connection that never completes its TLS handshake (a blackholed network)
   });
   try {
     for (const name of ['a', 'b']) {
-      const err = await client.request('GET', `/api/v1/namespaces/${name}`).catch((e: unknown) => e);
+      const err = await client
+        .request('GET', `/api/v1/namespaces/${name}`)
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ApiError);
       expect((err as ApiError).status).toBe(0);
       expect((err as ApiError).message).toMatch(/timed out after 300 ms/);

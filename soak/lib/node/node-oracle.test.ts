@@ -106,95 +106,41 @@ describe('N2 and N3', () => {
     containerName: name,
     sandbox: false,
   });
+  /** The pod as seen before and after t=500, and what the oracle says of c1 (created at 10) removed at 500. */
+  const around = (before: Partial<PodView>, after: Partial<PodView> = before) => [
+    { t: 100, pods: [pod(before)] },
+    { t: 900, pods: [pod(after)] },
+  ];
+  const removeC1 = (over: Partial<Inputs>, extra: RuntimeEvent[] = []) =>
+    judge(
+      inputs({
+        events: [created('c1', 10), ...extra, { t: 500, kind: 'container-delete', id: 'c1' }],
+        ...over,
+      }),
+    ).map((x) => x.invariant);
   test('the last container of a Succeeded pod that exists removed without pressure: N2; an older one of the same container: none', () => {
-    const snaps = [
-      { t: 100, pods: [pod({ phase: 'Succeeded' })] },
-      { t: 900, pods: [pod({ phase: 'Succeeded' })] },
-    ];
-    expect(
-      judge(
-        inputs({
-          snapshots: snaps,
-          events: [created('c1', 10), { t: 500, kind: 'container-delete', id: 'c1' }],
-        }),
-      ).map((x) => x.invariant),
-    ).toEqual(['N2']);
-    expect(
-      judge(
-        inputs({
-          snapshots: snaps,
-          events: [
-            created('c1', 10),
-            created('c2', 50),
-            { t: 500, kind: 'container-delete', id: 'c1' },
-          ],
-        }),
-      ),
-    ).toEqual([]);
+    const snaps = around({ phase: 'Succeeded' });
+    expect(removeC1({ snapshots: snaps })).toEqual(['N2']);
+    expect(removeC1({ snapshots: snaps }, [created('c2', 50)])).toEqual([]);
   });
   test('under pressure, the container of a terminated pod may go', () => {
-    const snaps = [
-      { t: 100, pods: [pod({ phase: 'Succeeded' })] },
-      { t: 900, pods: [pod({ phase: 'Succeeded' })] },
+    const snaps = around({ phase: 'Succeeded' });
+    const samples = [
+      { t: 495, diskPressure: false, evicted: [], pressure: true, fillersPresent: 3 },
     ];
-    expect(
-      judge(
-        inputs({
-          snapshots: snaps,
-          events: [created('c1', 10), { t: 500, kind: 'container-delete', id: 'c1' }],
-          samples: [
-            { t: 495, diskPressure: false, evicted: [], pressure: true, fillersPresent: 3 },
-          ],
-        }),
-      ),
-    ).toEqual([]);
+    expect(removeC1({ snapshots: snaps, samples })).toEqual([]);
   });
   test('a container the API reports running on both sides of its removal: N3', () => {
-    const snaps = [
-      { t: 100, pods: [pod({ phase: 'Running', running: ['c1'] })] },
-      { t: 900, pods: [pod({ phase: 'Running', running: ['c1'] })] },
-    ];
-    expect(
-      judge(
-        inputs({
-          snapshots: snaps,
-          events: [created('c1', 10), { t: 500, kind: 'container-delete', id: 'c1' }],
-        }),
-      ).map((x) => x.invariant),
-    ).toEqual(['N3']);
+    const snaps = around({ phase: 'Running', running: ['c1'] });
+    expect(removeC1({ snapshots: snaps })).toEqual(['N3']);
   });
   test('removals inside a gap of the event stream, or of pods being deleted, are not judged', () => {
-    const snaps = [
-      { t: 100, pods: [pod({ phase: 'Succeeded' })] },
-      { t: 900, pods: [pod({ phase: 'Succeeded', deleting: true })] },
-    ];
-    expect(
-      judge(
-        inputs({
-          snapshots: snaps,
-          events: [created('c1', 10), { t: 500, kind: 'container-delete', id: 'c1' }],
-        }),
-      ),
-    ).toEqual([]);
-    const steady = [
-      { t: 100, pods: [pod({ phase: 'Succeeded' })] },
-      { t: 900, pods: [pod({ phase: 'Succeeded' })] },
-    ];
-    expect(
-      judge(
-        inputs({
-          snapshots: steady,
-          gaps: [[400, 600]],
-          events: [created('c1', 10), { t: 500, kind: 'container-delete', id: 'c1' }],
-        }),
-      ),
-    ).toEqual([]);
+    const snaps = around({ phase: 'Succeeded' }, { phase: 'Succeeded', deleting: true });
+    expect(removeC1({ snapshots: snaps })).toEqual([]);
+    expect(removeC1({ snapshots: around({ phase: 'Succeeded' }), gaps: [[400, 600]] })).toEqual([]);
   });
   test("a pod's log directory removed while it exists: N2", () => {
-    const snaps = [
-      { t: 100, pods: [pod({ phase: 'Succeeded' })] },
-      { t: 900, pods: [pod({ phase: 'Succeeded' })] },
-    ];
+    const snaps = around({ phase: 'Succeeded' });
     expect(
       judge(
         inputs({ snapshots: snaps, logDirsGone: [{ t: 500, podUid: 'u1', dir: 'ns_p_u1' }] }),

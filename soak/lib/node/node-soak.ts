@@ -5,7 +5,7 @@
 // alone with its own image GC and eviction at the defaults; the oracle
 // (node-oracle.ts) judges N1–N5 for each from the API server's pods and
 // containerd's event stream only.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -449,7 +449,6 @@ function podView(p: PodJson): PodView & { evicted: boolean } {
 }
 
 async function ctr(args: string[]): Promise<string> {
-  const { execFile } = await import('node:child_process');
   return new Promise((resolve, reject) =>
     execFile(
       'ctr',

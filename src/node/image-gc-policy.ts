@@ -124,16 +124,22 @@ export interface ImageRecord {
   /** When a container last referenced it (epoch ms); never, if absent. */
   lastUsedMs?: number;
   /**
-   * Where both ages count from at the earliest (not persisted): the time this
-   * process loaded the record from the state file, i.e. its GC's start.
-   * Whether the image was removed and pulled again under the same ID while
-   * kubegc was not looking cannot be known, so a fresh pull is assumed (the
-   * minimum age counts again); and what used it while kubegc was down is not
-   * known either, so the maximum age waits a whole MaxAge from the start, as
-   * the kubelet's does (its records live in memory: lastUsed is never before
-   * its GC began).
+   * Where the maximum age counts from at the earliest (not persisted): the
+   * time this process loaded the record from the state file, i.e. its GC's
+   * start. What used the image while kubegc was down is not known, so the
+   * maximum age waits a whole MaxAge from the start, as the kubelet's does
+   * (its records live in memory: lastUsed is never before its GC began).
+   *
+   * The minimum age keeps counting from firstDetectedMs: it protects a fresh
+   * pull about to be used, and a recorded image was on the node before the
+   * restart. The kubelet goes further (images present at its start count as
+   * detected "in the past", old enough at once); counting again from the
+   * start instead made the disk unreclaimable for MinAge after every restart,
+   * and the kubelet evicted pods with unused images on the node (node soak).
+   * An image removed by someone else and pulled again under the same ID while
+   * kubegc was down keeps its old record: that is the one case this misses.
    */
-  agesFromMs?: number;
+  maxAgeFromMs?: number;
 }
 
 export type ImageRecords = Map<string, ImageRecord>;
@@ -255,31 +261,33 @@ export function evictionOrder(candidates: Candidate[]): Candidate[] {
 
 /**
  * Unused for longer than MaxAge; never-used images count from their
- * detection, and a record from the state file from no earlier than its load.
+ * detection, and a record from the state file from no earlier than its load
+ * (ImageRecord.maxAgeFromMs).
  */
 export function isPastMaxAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
   if (policy.maxAgeMs <= 0) return false;
   const unusedSince = Math.max(
     c.record.lastUsedMs ?? c.record.firstDetectedMs,
-    c.record.agesFromMs ?? 0,
+    c.record.maxAgeFromMs ?? 0,
   );
   return nowMs - unusedSince > policy.maxAgeMs;
 }
 
 export function isYoungerThanMinAge(c: Candidate, nowMs: number, policy: ImageGcPolicy): boolean {
-  return nowMs - Math.max(c.record.firstDetectedMs, c.record.agesFromMs ?? 0) < policy.minAgeMs;
+  return nowMs - c.record.firstDetectedMs < policy.minAgeMs;
 }
 
 /**
  * Records loaded from the state file: their times are kept (they order the
- * space pass), but both ages count again from now (see ImageRecord.agesFromMs).
+ * space pass and date the minimum age), but the maximum age counts again from
+ * now (see ImageRecord.maxAgeFromMs).
  */
 export function recordsLoaded(
   records: ReadonlyMap<string, ImageRecord>,
   nowMs: number,
 ): ImageRecords {
   const out: ImageRecords = new Map();
-  for (const [id, r] of records) out.set(id, { ...r, agesFromMs: nowMs });
+  for (const [id, r] of records) out.set(id, { ...r, maxAgeFromMs: nowMs });
   return out;
 }
 

@@ -230,6 +230,34 @@ test('short: not tried again for a minute, and DiskPressureReclaimFailed at most
   ]);
 });
 
+test("short, then past the kubelet's threshold: tried again at the next check (the kubelet evicts at its own), with what has become removable since", async () => {
+  // A dedicated imagefs; the root is fine.
+  const n = await node({
+    otherUsedMb: 80,
+    images: 2,
+    devices: { nodefs: 1n, imagefs: 2n, containerfs: 2n },
+    nodefs: { capacityBytes: 100 * MB, availableBytes: 50 * MB, inodes: 1000, inodesFree: 900 },
+  });
+  const first = await n.monitor.check(n.passes);
+  expect(first.reclaims.find((x) => x.signal === 'imagefs.available')?.result).toBe('short');
+  // 10 s later a writer takes 6 MB: 13 MB available, below the kubelet's 15%.
+  // Meanwhile containers exited whose removal frees 10 MB.
+  n.rt.otherUsedBytes += 6 * MB;
+  n.passes.containers = () => {
+    n.calls.push('containers');
+    n.rt.otherUsedBytes -= 10 * MB;
+    return Promise.resolve(containerResult(3));
+  };
+  n.calls.length = 0;
+  n.clock.t += 10_000;
+  const again = await n.monitor.check(n.passes);
+  expect(n.calls[0]).toBe('containers');
+  expect(again.reclaims.find((x) => x.signal === 'imagefs.available')).toMatchObject({
+    before: 13 * MB,
+    result: 'recovered',
+  });
+});
+
 test('imagefs.inodesFree (a default signal) at 8%: unused images go, least recently used first, until the inodes are at the target', async () => {
   // A dedicated imagefs whose bytes are fine (29% available) and whose inodes
   // are not: 1000 inodes, 780 used by other things, 20 per image layer (7

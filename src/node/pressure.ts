@@ -213,8 +213,15 @@ export class PressureMonitor {
     }
     const out: PressureCheck = { layout: fsys.layout, levels, reclaims: [] };
     // A reclaim that fell short is not run again at once: it lists every
-    // container and image, and the next one would find the same.
-    const due = needs.filter((n) => this.now() >= (this.retryAt.get(n.signal) ?? 0));
+    // container and image, and the next one would find the same. Unless the
+    // signal is now past the kubelet's threshold: its eviction manager will
+    // reclaim (and evict) at its next check, every 10 s, so kubegc tries
+    // again at each of its checks too, with whatever has become removable
+    // since (images past the minimum age, containers that exited). Waiting out
+    // the minute let the kubelet evict pods beside unused images (node soak).
+    const due = needs.filter(
+      (n) => n.available < n.threshold || this.now() >= (this.retryAt.get(n.signal) ?? 0),
+    );
     if (due.length === 0) return out;
     // Paths and devices again: a reclaim acts on what is there now.
     const fresh = await this.locate(true);

@@ -20,6 +20,8 @@ export interface GcStateForMetrics {
   isLeader(): boolean;
   /** Pending collections and blocked deletions (read at scrape: counts, never a walk). */
   slis?(): CollectionSlis;
+  /** Unobserved owners gathering for bulk verification (not yet in a queue). */
+  ownersAwaitingVerification?(): number;
 }
 
 export interface ControllerMetrics {
@@ -157,6 +159,26 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
     labelNames: ['verb', 'code'],
     registers: r,
   });
+  const ownerReads = new Counter({
+    name: 'kubegc_owner_reads_total',
+    help: 'Requests sent to read owners: read="single", a live read of one owner by name; read="bulk", one page of a LIST verifying many unobserved owners at once',
+    labelNames: ['resource', 'read'],
+    registers: r,
+  });
+  const ownersVerifiedInBulk = new Counter({
+    name: 'kubegc_owners_verified_in_bulk_total',
+    help: 'Unobserved owners judged on a bulk LIST of their resource, by result (absent, present)',
+    labelNames: ['resource', 'result'],
+    registers: r,
+  });
+  new Gauge({
+    name: 'kubegc_owners_awaiting_verification',
+    help: 'Unobserved owners gathering for bulk verification, not yet listed nor queued',
+    registers: r,
+    collect() {
+      this.set(state?.ownersAwaitingVerification?.() ?? 0);
+    },
+  });
   const malformedWatchEvents = new Counter({
     name: 'kubegc_watch_malformed_events_total',
     help: 'Watch stream lines that were not a JSON event (each restarts that watch)',
@@ -235,6 +257,9 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
       deletion: (resource, policy, dryRun) =>
         deletions.inc({ resource, policy, dry_run: String(dryRun) }),
       orphaning: (resource, dryRun) => orphanings.inc({ resource, dry_run: String(dryRun) }),
+      ownerRead: (resource, read) => ownerReads.inc({ resource, read }),
+      ownersVerifiedInBulk: (resource, result, n) =>
+        ownersVerifiedInBulk.inc({ resource, result }, n),
       decisionLatency: (seconds) => decisionLatency.observe(seconds),
       discoveryError: () => syncErrors.inc(),
       malformedWatchEvent: (resource) => malformedWatchEvents.inc({ resource }),

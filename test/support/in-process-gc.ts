@@ -55,6 +55,8 @@ export interface InProcessGcOptions {
   run?: 'workers' | 'sync';
   /** The intercept to begin with (inProcessGc clears it after each test like any other). */
   intercept?: Intercept;
+  /** Runs on the collector before it syncs (to watch what its start-up does). */
+  beforeStart?: (gc: GarbageCollector) => void;
 }
 
 export interface InProcessGc {
@@ -128,6 +130,7 @@ export async function startInProcessGc(
         }
       })()),
   };
+  opts.beforeStart?.(gc);
   try {
     if (opts.run === 'sync') await gc.sync();
     else await gc.start();

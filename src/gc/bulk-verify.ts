@@ -20,12 +20,13 @@
 // before. What a list shows absent becomes a virtualDelete, as a single read
 // would make it, released in chunks as the queue drains, so that the
 // absent-owner cache still holds each owner when its dependents are decided.
-import type { ResourceInfo } from '../api/resources.ts';
-import { groupResource } from '../api/resources.ts';
-import type { Identity } from '../graph/graph.ts';
+import { groupResource, type ResourceInfo, type RestMapper } from '../api/resources.ts';
+import type { Identity, OwnershipGraph } from '../graph/graph.ts';
+import type { GraphEvent } from '../graph/propagator.ts';
 import { compareResourceVersions } from '../informers/metadata-informer.ts';
-import type { GcContext } from './context.ts';
-import { IncompleteListError, type ListSnapshot } from './operations.ts';
+import type { Logger } from '../log.ts';
+import type { GcMetricsHooks } from './context.ts';
+import { IncompleteListError, type GcApi, type ListSnapshot } from './operations.ts';
 
 export interface BulkVerifyOptions {
   /** The fewest owners of one resource worth a LIST (fewer: one live read each). */
@@ -186,10 +187,17 @@ export function judgeOnSnapshot(
   return verdicts;
 }
 
-/** What the verifier needs from the collector beside the workers' context. */
+/** What the verifier works with: the workers' API, graph and mapper, and the collector's queues. */
 export interface BulkVerifierDeps {
-  ctx: Pick<GcContext, 'api' | 'graph' | 'mapper' | 'pushGraphEvent' | 'log' | 'metrics'> &
-    Pick<GcContext, 'graphFlushed'>;
+  api: Pick<GcApi, 'listSnapshot'>;
+  graph: OwnershipGraph;
+  mapper: () => RestMapper;
+  /** Feeds verdicts to the single graph writer. */
+  pushGraphEvent: (e: GraphEvent) => void;
+  /** Resolves once the graph holds every event pushed so far. */
+  graphFlushed: () => Promise<void>;
+  log: Logger;
+  metrics?: GcMetricsHooks;
   /** Hands an owner to the attempt-to-delete queue: one live read, as without bulk verification. */
   verifySingly(uid: string): void;
   /** How many objects the informers report of `r`; undefined when it is not watched. */
@@ -271,7 +279,7 @@ export class BulkVerifier {
       this.roundTimer = undefined;
       this.round = this.verifyRound()
         .catch((err: unknown) =>
-          this.deps.ctx.log.error('bulk verification of owners failed', {
+          this.deps.log.error('bulk verification of owners failed', {
             error: err instanceof Error ? err.message : String(err),
           }),
         )
@@ -316,7 +324,7 @@ export class BulkVerifier {
    * reference to a namespaced kind, which it hands back to each dependent).
    */
   private pendingOwner(uid: string): PendingOwner | 'observed' | 'single' {
-    const { graph, mapper } = this.deps.ctx;
+    const { graph, mapper } = this.deps;
     const node = graph.node(uid);
     if (!node?.virtual) return 'observed';
     const resource = mapper().resolve(node.apiVersion, node.kind);
@@ -343,7 +351,7 @@ export class BulkVerifier {
   }
 
   private async verifyGroup(group: BulkGroup): Promise<void> {
-    const { api, log, metrics } = this.deps.ctx;
+    const { api, log, metrics } = this.deps;
     const resource = groupResource(group.resource);
     const wanted = new Set(group.owners.map(ownerKey));
     let verdicts: SnapshotVerdicts;
@@ -395,7 +403,7 @@ export class BulkVerifier {
       err instanceof IncompleteListError ||
       (typeof status === 'number' && status >= 400 && status < 500 && status !== 429);
     if (lasting) this.refusedUntil.set(resourceKey(r), Date.now() + this.opts.refusedForMs);
-    this.deps.ctx.log.warn('owners of this resource could not be verified in bulk; reading each', {
+    this.deps.log.warn('owners of this resource could not be verified in bulk; reading each', {
       resource: groupResource(r),
       version: r.version,
       error: err instanceof Error ? err.message.slice(0, 300) : String(err),
@@ -428,7 +436,7 @@ export class BulkVerifier {
    * under the identity listed, is left alone (observed beats listed).
    */
   private async release(): Promise<void> {
-    const { graph, pushGraphEvent, graphFlushed } = this.deps.ctx;
+    const { graph, pushGraphEvent, graphFlushed } = this.deps;
     while (this.absent.length > 0 && !this.stopped) {
       if (this.deps.backlog() >= this.opts.releaseBelow) {
         await this.pause(50);
@@ -448,7 +456,7 @@ export class BulkVerifier {
         pushGraphEvent({ type: 'virtualDelete', identity: o.identity });
       }
       // The dependents are in the queue once the graph has applied the chunk.
-      await graphFlushed?.();
+      await graphFlushed();
     }
   }
 

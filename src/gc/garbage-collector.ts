@@ -217,7 +217,8 @@ export class GarbageCollector {
     };
     this.bulkVerifier = new BulkVerifier(
       {
-        ctx: this.ctx,
+        ...this.ctx,
+        graphFlushed: () => this.propagator.flushed(),
         verifySingly: (uid) => this.deleteQueue.add(uid),
         objectCount: (r) => {
           const key = groupResource(r);

@@ -159,18 +159,18 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
     labelNames: ['verb', 'code'],
     registers: r,
   });
-  const ownerReads = new Counter({
-    name: 'kubegc_owner_reads_total',
-    help: 'Requests sent to read owners: read="single", a live read of one owner by name; read="bulk", one page of a LIST verifying many unobserved owners at once',
-    labelNames: ['resource', 'read'],
-    registers: r,
-  });
-  const ownersVerifiedInBulk = new Counter({
-    name: 'kubegc_owners_verified_in_bulk_total',
-    help: 'Unobserved owners judged on a bulk LIST of their resource, by result (absent, present)',
-    labelNames: ['resource', 'result'],
-    registers: r,
-  });
+  const counter = <L extends string>(name: string, help: string, labelNames: L[]): Counter<L> =>
+    new Counter({ name, help, labelNames, registers: r });
+  const ownerReads = counter(
+    'kubegc_owner_reads_total',
+    'Requests sent to read owners: read="single", a live read of one owner by name; read="bulk", one page of a LIST verifying many unobserved owners at once',
+    ['resource', 'read'],
+  );
+  const ownersVerifiedInBulk = counter(
+    'kubegc_owners_verified_in_bulk_total',
+    'Unobserved owners judged on a bulk LIST of their resource, by result (absent, present)',
+    ['resource', 'result'],
+  );
   new Gauge({
     name: 'kubegc_owners_awaiting_verification',
     help: 'Unobserved owners gathering for bulk verification, not yet listed nor queued',

@@ -510,6 +510,15 @@ describe('BulkVerifier', () => {
     await s.verifier.stop();
   });
 
+  test('before start(), owners observed since are dropped as the set grows (a standby)', () => {
+    const s = setup();
+    for (let i = 0; i < 10_000; i++) {
+      s.f.observe(cmMeta(`d${i}`, { ownerReferences: [cmRef(`o${i}`)] }));
+      if (i % 2 === 0) s.f.observe(cmMeta(`o${i}`));
+    }
+    expect(s.verifier.waiting).toBe(5000);
+  });
+
   test('stop() ends a release waiting for room in the queue', async () => {
     const s = setup();
     s.backlog.depth = 10_000;

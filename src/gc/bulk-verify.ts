@@ -58,6 +58,9 @@ export const DEFAULT_BULK_VERIFY_OPTIONS: BulkVerifyOptions = {
   refusedForMs: 5 * 60_000,
 };
 
+/** Below this many owners gathered before start(), none is pruned (see BulkVerifier.prune). */
+const PRUNE_FLOOR = 10_000;
+
 /** A virtual owner awaiting verification, as its dependents name it. */
 export interface PendingOwner {
   /** What a read by name verifies: the reference's coordinates ('' namespace for a cluster-scoped kind). */
@@ -225,6 +228,8 @@ export class BulkVerifier {
   private releasing: Promise<void> | undefined;
   private started = false;
   private stopped = false;
+  /** Before start(), the size at which `pending` is next cleared of owners observed since. */
+  private pruneAt = PRUNE_FLOOR;
 
   constructor(deps: BulkVerifierDeps, opts: Partial<BulkVerifyOptions> = {}) {
     this.deps = deps;
@@ -236,6 +241,19 @@ export class BulkVerifier {
     if (this.stopped) return;
     this.pending.add(uid);
     if (this.started) this.schedule(this.opts.windowMs);
+    else if (this.pending.size >= this.pruneAt) this.prune();
+  }
+
+  /**
+   * A standby gathers owners until it leads, perhaps for weeks; most are
+   * observed moments after (a dependent listed before its owner). Dropping
+   * those whenever the set has doubled keeps it the size of what is still
+   * unobserved, at a constant cost per owner added.
+   */
+  private prune(): void {
+    for (const uid of this.pending)
+      if (!this.deps.graph.node(uid)?.virtual) this.pending.delete(uid);
+    this.pruneAt = Math.max(PRUNE_FLOOR, this.pending.size * 2);
   }
 
   /** The workers run: verify what gathered, and from now on each window's owners. */

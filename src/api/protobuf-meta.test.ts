@@ -62,15 +62,16 @@ function listFromJson(text: string): MetadataList {
     metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number };
     items?: { metadata?: RawMeta }[];
   };
+  const trimmed = (page.items ?? []).map((i) => trimMeta(i.metadata));
   const out: MetadataList = {
-    items: (page.items ?? [])
-      .map((i) => trimMeta(i.metadata))
-      .filter((m): m is ObjectMeta => m !== undefined),
+    items: trimmed.filter((m): m is ObjectMeta => m !== undefined),
     resourceVersion: page.metadata?.resourceVersion ?? '',
   };
   if (page.metadata?.continue) out.continue = page.metadata.continue;
   if (page.metadata?.remainingItemCount !== undefined)
     out.remainingItemCount = page.metadata.remainingItemCount;
+  // What a reader that concludes from absence must know: items left out.
+  if (out.items.length < trimmed.length) out.dropped = trimmed.length - out.items.length;
   return out;
 }
 
@@ -384,6 +385,7 @@ function refList(b: Uint8Array): MetadataList {
   const out: MetadataList = { items: [], resourceVersion: '' };
   let cont = '';
   let remaining: number | undefined;
+  let dropped = 0;
   for (const f of refFields(e.raw)) {
     if (f.n === 1)
       for (const g of refFields(refWire(f, LEN).b)) {
@@ -399,10 +401,12 @@ function refList(b: Uint8Array): MetadataList {
     else if (f.n === 2) {
       const m = refFinish(refPartial(refWire(f, LEN).b, false));
       if (m) out.items.push(m);
+      else dropped++;
     }
   }
   if (cont) out.continue = cont;
   if (remaining !== undefined) out.remainingItemCount = remaining;
+  if (dropped > 0) out.dropped = dropped;
   return out;
 }
 

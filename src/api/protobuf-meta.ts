@@ -63,6 +63,12 @@ export interface MetadataList {
   continue?: string;
   /** Present when the server set it, 0 included (a pointer in Go). */
   remainingItemCount?: number;
+  /**
+   * How many items were left out for want of a uid or name; present only
+   * when some were. A reader that concludes from what a list does not hold
+   * (an owner absent from it) cannot use a list with holes.
+   */
+  dropped?: number;
 }
 
 /** The part of a metav1.Status the informer reads; each field only when the JSON form has it. */
@@ -691,6 +697,7 @@ function partialObjectMetadataList(r: Reader, start: number, end: number): Metad
   let resourceVersion = '';
   let cont = '';
   let remaining: number | undefined;
+  let dropped = 0;
   r.pos = start;
   for (let t = r.tag(end); t !== -1; t = r.tag(end)) {
     const at = r.tagAt;
@@ -706,6 +713,7 @@ function partialObjectMetadataList(r: Reader, start: number, end: number): Metad
         partialObjectMetadata(r, s, e, acc, false);
         const meta = acc.finish();
         if (meta) items.push(meta);
+        else dropped++;
       } else {
         // ListMeta {selfLink=1, resourceVersion=2, continue=3, remainingItemCount=4}; merges.
         r.pos = s;
@@ -732,6 +740,7 @@ function partialObjectMetadataList(r: Reader, start: number, end: number): Metad
   const list: MetadataList = { items, resourceVersion };
   if (cont) list.continue = cont;
   if (remaining !== undefined) list.remainingItemCount = remaining;
+  if (dropped > 0) list.dropped = dropped;
   return list;
 }
 

@@ -235,6 +235,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     monitoredResources: () => gc.monitoredResources(),
     stalledResources: () => gc.stalledInformers(),
     queues: () => [gc.deleteQueue, gc.orphanQueue],
+    ownersAwaitingVerification: () => gc.bulkVerifier.waiting,
     isLeader: writesAllowed,
     slis: () => gc.slis,
   });

@@ -249,6 +249,8 @@ async function gatherLive(
   resource: ResourceInfo,
 ): Promise<Gathered | ProcessResult> {
   const namespace = resource.namespaced ? snap.namespace : '';
+  // A virtual node is an owner known only from its dependents: this read verifies it.
+  if (snap.virtual) ctx.metrics?.ownerRead?.(groupResource(resource), 'single');
   const live = await ctx.api.getMeta(resource, namespace, snap.name);
   if (!live || live.uid !== snap.uid) {
     // Nothing with these coordinates and UID exists: the graph must learn it.

@@ -22,6 +22,13 @@ export interface GcMetricsHooks {
   /** Seconds from the owner known gone to the dependent's DELETE issued. */
   decisionLatency?(seconds: number): void;
   orphaning?(resource: string, dryRun: boolean): void;
+  /**
+   * A request sent to read owners of `resource`: 'single', a live read of one
+   * owner (by name); 'bulk', one page of a LIST verifying many (bulk-verify.ts).
+   */
+  ownerRead?(resource: string, read: 'single' | 'bulk'): void;
+  /** `n` owners of `resource` a bulk LIST showed absent or present. */
+  ownersVerifiedInBulk?(resource: string, result: 'absent' | 'present', n: number): void;
 }
 
 export interface GcContext {

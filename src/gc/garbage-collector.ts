@@ -21,6 +21,7 @@ import {
 import type { Logger } from '../log.ts';
 import { WorkQueue, type WorkQueueMetrics } from '../queue/workqueue.ts';
 import { attemptToDelete } from './attempt-to-delete.ts';
+import { BulkVerifier, type BulkVerifyOptions } from './bulk-verify.ts';
 import {
   UnresolvableKindError,
   WorkerState,
@@ -55,6 +56,8 @@ export interface GarbageCollectorOptions {
   blockedDeletionEventAfterMs: number;
   /** How often blocked deletions are recomputed (the gauges' resolution). */
   blockedSweepMs: number;
+  /** How owners the graph has not observed are verified in bulk (bulk-verify.ts). */
+  bulkVerify?: Partial<BulkVerifyOptions>;
 }
 
 /** A DeletionBlocked event is repeated at most this often while the deletion stays blocked. */
@@ -91,6 +94,8 @@ export class GarbageCollector {
   readonly propagator: Propagator;
   readonly deleteQueue: WorkQueue;
   readonly orphanQueue: WorkQueue;
+  /** Verifies the owners the graph has not observed, in bulk where that is cheaper. */
+  readonly bulkVerifier: BulkVerifier;
   readonly informers = new Map<string, MetadataInformer>();
   /**
    * Per group-resource, the UIDs its informers reported alive. It outlives
@@ -174,6 +179,7 @@ export class GarbageCollector {
         attemptToDelete: (uid) => this.deleteQueue.add(uid),
         attemptToDeleteRateLimited: (uid) => this.deleteQueue.addRateLimited(uid),
         attemptToOrphan: (uid) => this.orphanQueue.add(uid),
+        verifyVirtualOwner: (uid) => this.bulkVerifier.add(uid),
         observedGone: (uid) => this.slis.gone(uid),
         forgotten: (uid) => this.slis.forget(uid),
         departedDependent: (owner, resource) => {
@@ -209,6 +215,19 @@ export class GarbageCollector {
       orphanWatchWaitMs: this.opts.orphanWatchWaitMs,
       slis: this.slis,
     };
+    this.bulkVerifier = new BulkVerifier(
+      {
+        ...this.ctx,
+        graphFlushed: () => this.propagator.flushed(),
+        verifySingly: (uid) => this.deleteQueue.add(uid),
+        objectCount: (r) => {
+          const key = groupResource(r);
+          return this.informers.has(key) ? this.known.get(key)?.uids.size : undefined;
+        },
+        backlog: () => this.deleteQueue.depth,
+      },
+      this.opts.bulkVerify,
+    );
   }
 
   private readonly metrics: GarbageCollectorMetrics;
@@ -282,6 +301,7 @@ export class GarbageCollector {
     if (this.stopped || this.started) return;
     this.deleteQueue.start();
     this.orphanQueue.start();
+    this.bulkVerifier.start();
     this.started = true;
     this.sweepTimer = setInterval(() => this.sweepBlocked(), this.opts.blockedSweepMs);
     this.sweepTimer.unref();
@@ -610,6 +630,7 @@ export class GarbageCollector {
     if (this.discoveryTimer) clearInterval(this.discoveryTimer);
     await this.discovering;
     await Promise.all([...this.informers.values()].map((i) => i.stop()));
+    await this.bulkVerifier.stop();
     await Promise.all([this.deleteQueue.shutDown(), this.orphanQueue.shutDown()]);
     // Event POSTs are not awaited by the workers: drain them too.
     await this.ctx.events?.drain?.();

@@ -11,6 +11,7 @@ import {
   type KubeClient,
 } from '../api/client.ts';
 import { fieldEquals } from '../api/field-selector.ts';
+import { PROTOBUF_METADATA_LIST_ACCEPT, type MetadataList } from '../api/protobuf-meta.ts';
 import {
   collectionPath,
   groupResource,
@@ -21,6 +22,7 @@ import {
   type RawMeta,
   type ResourceInfo,
 } from '../api/resources.ts';
+import { decodeMetadataList } from '../informers/metadata-informer.ts';
 import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
 import type { Logger } from '../log.ts';
 import { removalByUidIsExact, withoutReferences, type DeletionPropagation } from './decide.ts';
@@ -44,6 +46,27 @@ export type UnblockOutcome =
   { outcome: 'done'; meta: ObjectMeta } | { outcome: 'gone' } | { outcome: 'conflict' };
 /** A DELETE's preconditions: the UID alone, or the UID and the resourceVersion decided on. */
 export type DeletePreconditions = 'uid' | 'uidAndResourceVersion';
+
+/**
+ * A LIST that cannot be shown to be complete and of one snapshot (see
+ * GcApi.listSnapshot): nothing may be concluded from what it lacks.
+ */
+export class IncompleteListError extends Error {}
+
+/** What GcApi.listSnapshot read: the items it kept, the snapshot's resourceVersion, the pages it took. */
+export interface ListSnapshot {
+  resourceVersion: string;
+  items: ObjectMeta[];
+  pages: number;
+}
+
+export interface ListSnapshotOptions {
+  pageSize: number;
+  /** More pages than this: given up (a server that pages for ever). */
+  maxPages: number;
+  /** Called before each page is requested (for the metrics). */
+  onPage?: () => void;
+}
 
 /**
  * A LIST by `fieldSelector=metadata.name=` that the server refused because it
@@ -294,6 +317,76 @@ export class GcApi {
       cont = page.metadata?.continue || undefined;
     } while (cont);
     return found;
+  }
+
+  /**
+   * The objects of `r` in `namespace` (all namespaces when undefined) that
+   * `keep` picks, from ONE consistent snapshot: a paginated metadata-only
+   * LIST (protobuf first, as the informers list) without resourceVersion,
+   * which the API server serves as a consistent read (as of the moment it
+   * is served, as a live read by name is), every later page from the first
+   * page's snapshot (its continue token carries it). Complete only when the
+   * continue token runs out and every page names the same resourceVersion;
+   * an error on any page, a page of another resourceVersion, an item
+   * without uid or name, an item outside `namespace`, or more than
+   * `maxPages` pages throw (IncompleteListError, or the ApiError as it
+   * came). A continue token expired (410) starts the list again once, from
+   * a new snapshot (still not older than anything observed before it).
+   */
+  async listSnapshot(
+    r: ResourceInfo,
+    namespace: string | undefined,
+    keep: (meta: ObjectMeta) => boolean,
+    opts: ListSnapshotOptions,
+  ): Promise<ListSnapshot> {
+    const path = collectionPath(r, r.namespaced ? namespace : undefined);
+    const what = `${groupResource(r)}${r.namespaced && namespace ? ` in ${namespace}` : ''}`;
+    for (let restarts = 0; ; restarts++) {
+      const snapshot: ListSnapshot = { resourceVersion: '', items: [], pages: 0 };
+      let cont: string | undefined;
+      try {
+        do {
+          if (snapshot.pages >= opts.maxPages)
+            throw new IncompleteListError(`LIST of ${what}: more than ${opts.maxPages} pages`);
+          opts.onPage?.();
+          const page = await this.client.request<MetadataList>('GET', path, {
+            accept: PROTOBUF_METADATA_LIST_ACCEPT,
+            query: { limit: opts.pageSize, continue: cont },
+            verb: 'LIST',
+            decode: decodeMetadataList,
+          });
+          snapshot.pages++;
+          this.checkPage(page, snapshot, what, r.namespaced ? namespace : undefined);
+          for (const meta of page.items) if (keep(meta)) snapshot.items.push(meta);
+          cont = page.continue || undefined;
+        } while (cont);
+        return snapshot;
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 410 && cont && restarts === 0)) throw err;
+      }
+    }
+  }
+
+  /** One page of listSnapshot: of the snapshot's resourceVersion, every item whole and where it was asked for. */
+  private checkPage(
+    page: MetadataList,
+    snapshot: ListSnapshot,
+    what: string,
+    namespace: string | undefined,
+  ): void {
+    const incomplete = (why: string): IncompleteListError =>
+      new IncompleteListError(`LIST of ${what}, page ${snapshot.pages}: ${why}`);
+    if (!page.resourceVersion) throw incomplete('the answer has no resourceVersion');
+    if (snapshot.pages === 1) snapshot.resourceVersion = page.resourceVersion;
+    else if (page.resourceVersion !== snapshot.resourceVersion)
+      throw incomplete(
+        `resourceVersion ${page.resourceVersion}, not the first page's ${snapshot.resourceVersion}`,
+      );
+    if (page.dropped) throw incomplete(`${page.dropped} item(s) without a uid or name`);
+    if (namespace !== undefined)
+      for (const meta of page.items)
+        if (meta.namespace !== namespace)
+          throw incomplete(`an object in namespace ${JSON.stringify(meta.namespace ?? '')}`);
   }
 
   /**

@@ -2,7 +2,13 @@
 // what the graph can vouch for (the absent-owner cache, owners the informers
 // observe), or from a live read of the owner. Every way an owner is classified
 // is here, so a reader sees in one place what each answer rests on.
-import type { ObjectMeta, OwnerReference, ResourceInfo, RestMapper } from '../api/resources.ts';
+import {
+  groupResource,
+  type ObjectMeta,
+  type OwnerReference,
+  type ResourceInfo,
+  type RestMapper,
+} from '../api/resources.ts';
 import { coordinatesKey, refNamesOwner } from '../graph/graph.ts';
 import { unresolvableKind, type GcContext, type OwnerRead } from './context.ts';
 import { classifyLookup, type ClassifiedOwner } from './decide.ts';
@@ -150,7 +156,12 @@ export async function classifyOwnerLive(
   if (gone) return gone;
   const { owner: classified, namespace: ownerNamespace } = await readOwnerLive(
     ctx.mapper(),
-    ctx.api,
+    {
+      getMeta: (r, namespace, name) => {
+        ctx.metrics?.ownerRead?.(groupResource(r), 'single');
+        return ctx.api.getMeta(r, namespace, name);
+      },
+    },
     dependent,
     ref,
   );

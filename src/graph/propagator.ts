@@ -50,6 +50,12 @@ export interface PropagatorSinks {
   /** Re-check later with backoff (a virtual node whose identity is being re-verified). */
   attemptToDeleteRateLimited(uid: string): void;
   attemptToOrphan(uid: string): void;
+  /**
+   * An owner named by a dependent and not observed (a new virtual node), to
+   * verify with a live read; in bulk when many wait (src/gc/bulk-verify.ts).
+   * Without it, attemptToDelete.
+   */
+  verifyVirtualOwner?(uid: string): void;
   /** The informers saw an object deleted (or a worker verified it gone). */
   observedGone?(uid: string): void;
   /** An object no informer reports on any more (its resource left discovery): nothing more will be heard of it. */
@@ -528,9 +534,10 @@ export class Propagator {
       stored = this.storedReference(ref, undefined);
       owner = newNode(stored.apiVersion, stored.kind, namespace, stored.name, stored.uid, true);
       this.graph.addNode(owner);
-      // Unseen owner: a worker checks it live, and if it is gone, its
+      // Unseen owner: it is checked live, and if it is gone, its
       // dependents are queued when the virtual delete comes back.
-      this.sinks.attemptToDelete(ref.uid);
+      if (this.sinks.verifyVirtualOwner) this.sinks.verifyVirtualOwner(ref.uid);
+      else this.sinks.attemptToDelete(ref.uid);
     } else {
       if (build) stored = this.storedReference(ref, owner);
       this.checkReference(dependent, ref, owner, edgeIsNew);

@@ -107,18 +107,22 @@ function jsonList(body: Buffer): MetadataList {
     items?: { metadata?: RawMeta }[];
   };
   const items: ObjectMeta[] = [];
+  let dropped = 0;
   for (const item of page.items ?? []) {
     const meta = trimMeta(item.metadata);
     if (meta) items.push(meta);
+    else dropped++;
   }
   return {
     items,
     resourceVersion: page.metadata?.resourceVersion ?? '',
     continue: page.metadata?.continue || undefined,
+    ...(dropped > 0 ? { dropped } : {}),
   };
 }
 
-function decodeList(body: Buffer, contentType: string | undefined): MetadataList {
+/** A metadata-only list page, protobuf or JSON as the Content-Type says (a request's `decode`). */
+export function decodeMetadataList(body: Buffer, contentType: string | undefined): MetadataList {
   return isProtobufContentType(contentType)
     ? decodePartialObjectMetadataList(body)
     : jsonList(body);
@@ -435,7 +439,7 @@ export class MetadataInformer {
           accept: this.protobuf ? PROTOBUF_METADATA_LIST_ACCEPT : METADATA_LIST_ACCEPT,
           query: { limit: this.opts.pageSize, continue: cont },
           verb: 'LIST',
-          decode: decodeList,
+          decode: decodeMetadataList,
         });
       } catch (err) {
         // An expired continue token: start the list again from the top.

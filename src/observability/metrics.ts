@@ -20,6 +20,8 @@ export interface GcStateForMetrics {
   isLeader(): boolean;
   /** Pending collections and blocked deletions (read at scrape: counts, never a walk). */
   slis?(): CollectionSlis;
+  /** Unobserved owners gathering for bulk verification (not yet in a queue). */
+  ownersAwaitingVerification?(): number;
 }
 
 export interface ControllerMetrics {
@@ -157,6 +159,26 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
     labelNames: ['verb', 'code'],
     registers: r,
   });
+  const counter = <L extends string>(name: string, help: string, labelNames: L[]): Counter<L> =>
+    new Counter({ name, help, labelNames, registers: r });
+  const ownerReads = counter(
+    'kubegc_owner_reads_total',
+    'Requests sent to read owners: read="single", a live read of one owner by name; read="bulk", one page of a LIST verifying many unobserved owners at once',
+    ['resource', 'read'],
+  );
+  const ownersVerifiedInBulk = counter(
+    'kubegc_owners_verified_in_bulk_total',
+    'Unobserved owners judged on a bulk LIST of their resource, by result (absent, present)',
+    ['resource', 'result'],
+  );
+  new Gauge({
+    name: 'kubegc_owners_awaiting_verification',
+    help: 'Unobserved owners gathering for bulk verification, not yet listed nor queued',
+    registers: r,
+    collect() {
+      this.set(state?.ownersAwaitingVerification?.() ?? 0);
+    },
+  });
   const malformedWatchEvents = new Counter({
     name: 'kubegc_watch_malformed_events_total',
     help: 'Watch stream lines that were not a JSON event (each restarts that watch)',
@@ -235,6 +257,9 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
       deletion: (resource, policy, dryRun) =>
         deletions.inc({ resource, policy, dry_run: String(dryRun) }),
       orphaning: (resource, dryRun) => orphanings.inc({ resource, dry_run: String(dryRun) }),
+      ownerRead: (resource, read) => ownerReads.inc({ resource, read }),
+      ownersVerifiedInBulk: (resource, result, n) =>
+        ownersVerifiedInBulk.inc({ resource, result }, n),
       decisionLatency: (seconds) => decisionLatency.observe(seconds),
       discoveryError: () => syncErrors.inc(),
       malformedWatchEvent: (resource) => malformedWatchEvents.inc({ resource }),

@@ -55,6 +55,8 @@ export interface InProcessGcOptions {
   run?: 'workers' | 'sync';
   /** The intercept to begin with (inProcessGc clears it after each test like any other). */
   intercept?: Intercept;
+  /** Runs on the collector before it syncs (to watch what its start-up does). */
+  beforeStart?: (gc: GarbageCollector) => void;
 }
 
 export interface InProcessGc {
@@ -64,7 +66,7 @@ export interface InProcessGc {
   intercept: Intercept | undefined;
   /** Waits until the collector's graph has observed every one of these objects (as objects, not virtual owners). */
   observed(...objects: { uid: string }[]): Promise<void>;
-  /** Waits until nothing is ready or in flight in the delete queue (whatever the collector decides now is decided). */
+  /** Waits until nothing is ready or in flight in the delete queue, nor waits for bulk verification (whatever the collector decides now is decided). */
   decided(what?: string): Promise<void>;
   /** Stops the collector (its writes drained), then closes its client. */
   stop(): Promise<void>;
@@ -110,7 +112,12 @@ export async function startInProcessGc(
     async decided(what = 'kubegc to finish deciding') {
       await waitFor(
         what,
-        () => Promise.resolve(gc.deleteQueue.depth === 0 && gc.deleteQueue.processingCount === 0),
+        () =>
+          Promise.resolve(
+            gc.bulkVerifier.idle &&
+              gc.deleteQueue.depth === 0 &&
+              gc.deleteQueue.processingCount === 0,
+          ),
         { intervalMs: 20 },
       );
     },
@@ -123,6 +130,7 @@ export async function startInProcessGc(
         }
       })()),
   };
+  opts.beforeStart?.(gc);
   try {
     if (opts.run === 'sync') await gc.sync();
     else await gc.start();

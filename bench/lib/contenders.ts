@@ -84,7 +84,8 @@ export function contenderLabel(key: ContenderKey, extras?: Extras): string {
     ...(spec.runtimeFlags === false ? [] : RUNTIME_FLAGS),
     ...(extras?.nodeFlags ?? []),
   ];
-  return `kubegc ${args.length ? args.join(' ') : '(defaults)'}; node ${node.length ? node.join(' ') : '(no flags)'}`;
+  const entry = extras?.kubegcEntry ? ` [${extras.kubegcEntry}]` : '';
+  return `kubegc${entry} ${args.length ? args.join(' ') : '(defaults)'}; node ${node.length ? node.join(' ') : '(no flags)'}`;
 }
 
 let starts = 0;
@@ -100,6 +101,11 @@ export interface Extras {
    * where its bytes per object go; `bench/heap-summary.ts` reads them).
    */
   heapSnapshotDir?: string;
+  /**
+   * Another built kubegc to run instead of this tree's dist/cli.js (a build
+   * of another commit, for a baseline measured beside this one).
+   */
+  kubegcEntry?: string;
 }
 
 export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): Promise<Running> {
@@ -116,6 +122,7 @@ export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): P
             : []),
         ],
         spec.runtimeFlags === false ? [] : RUNTIME_FLAGS,
+        extras?.kubegcEntry ?? KUBEGC_DIST_CLI,
       )
     : startKcmGc(cluster, logName, [...spec.args, ...(extras?.kcmArgs ?? [])]);
 }
@@ -152,6 +159,7 @@ async function startKubegc(
   args: string[],
   nodeFlags: string[],
   runtimeFlags: readonly string[],
+  entry: string,
 ): Promise<Running> {
   const file = logFile(cluster.dir, logName);
   const fd = openSync(file, 'w');
@@ -162,7 +170,7 @@ async function startKubegc(
     kubegcArgv(
       controllerArgs(cluster.kubeconfig, ['--metrics-secure=false', ...args]),
       nodeFlags,
-      KUBEGC_DIST_CLI,
+      entry,
       runtimeFlags,
     ),
     { stdio: ['ignore', 'ignore', fd] },
@@ -234,6 +242,19 @@ export async function scrapeGauge(url: string, metric: string): Promise<number |
   const text = await (await fetch(url)).text();
   const m = new RegExp(`^${metric}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
   return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+/**
+ * The sum of every series of `metric` whose labels match `labels` (all
+ * series without it), from a Prometheus text exposition: counters that other
+ * labels split (a queue's lanes, a request's codes) are counted whole.
+ */
+export async function scrapeSum(url: string, metric: string, labels?: RegExp): Promise<number> {
+  const text = await (await fetch(url)).text();
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${metric}(\\{[^}]*\\})? (\\S+)$`, 'gm')))
+    if (!labels || labels.test(m[1] ?? '')) sum += Number(m[2]);
+  return sum;
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc/PID/stat. */

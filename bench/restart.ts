@@ -715,12 +715,14 @@ async function main(): Promise<void> {
     records: rec.records,
   };
   const stamp = started.toISOString().slice(0, 16).replace(':', '');
-  const rawName = plan.quick ? 'restart-latest.json' : `restart-${stamp}.json`;
+  // Kept (committed) only with the section of RESULTS.md that quotes it.
+  const record = why.length === 0 || plan.results;
+  const rawName = record ? `restart-${stamp}.json` : 'restart-latest.json';
   await fs.writeFile(path.join(dir, rawName), `${JSON.stringify(raw, null, 1)}\n`);
   const section = render(raw, `bench/results/${rawName}`);
   await fs.writeFile(path.join(dir, 'restart-latest.md'), `${section}\n`);
   console.log(section);
-  if (why.length === 0 || plan.results) {
+  if (record) {
     await writeResultsSection(path.join(REPO_ROOT, 'bench', 'RESULTS.md'), 'restart', section);
     log(`wrote bench/results/${rawName} and the restart section of bench/RESULTS.md`);
   } else log(`wrote bench/results/${rawName} and restart-latest.md (bench/RESULTS.md unchanged)`);

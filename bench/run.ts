@@ -6,7 +6,8 @@
 // --graph-objects G, --only graph,cascade,foreground,live,memory,
 // --contenders kubegc,kubegc_kcm_budget,kubegc_no_runtime_flags,kcm_default,kcm_equal,ceiling,
 // --keep-cluster, --heap-snapshots DIR (each kubegc of the memory phase writes a
-// heap snapshot there once settled), and for experiments --node-flags "FLAGS" (Node.js flags for
+// heap snapshot there once settled), --kubegc-entry PATH (another build's dist/cli.js, e.g. a
+// baseline), and for experiments --node-flags "FLAGS" (Node.js flags for
 // kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
 // Only a run with none of them (--seed and --keep-cluster aside) is "full"
 // and replaces bench/RESULTS.md.
@@ -131,6 +132,7 @@ export function parsePlan(argv: string[]): Plan {
       ...(opt('--heap-snapshots')
         ? { heapSnapshotDir: path.resolve(opt('--heap-snapshots') ?? '') }
         : {}),
+      ...(opt('--kubegc-entry') ? { kubegcEntry: path.resolve(opt('--kubegc-entry') ?? '') } : {}),
     },
     contenders: new Set(list('--contenders', ALL_CONTENDERS, ALL_CONTENDERS)),
   };
@@ -157,6 +159,7 @@ export function notFullBecause(plan: Plan): string[] {
   if (plan.extras.kubegcArgs.length) why.push('--kubegc-args');
   if (plan.extras.kcmArgs.length) why.push('--kcm-args');
   if (plan.extras.heapSnapshotDir) why.push('--heap-snapshots');
+  if (plan.extras.kubegcEntry) why.push(`--kubegc-entry ${plan.extras.kubegcEntry}`);
   return why;
 }
 

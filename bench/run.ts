@@ -7,7 +7,8 @@
 // --contenders kubegc,kubegc_kcm_budget,kubegc_no_runtime_flags,kcm_default,kcm_equal,ceiling,
 // --keep-cluster, --heap-snapshots DIR (each kubegc of the memory phase writes a
 // heap snapshot there once settled), --kubegc-entry PATH (another build's dist/cli.js, e.g. a
-// baseline), and for experiments --node-flags "FLAGS" (Node.js flags for
+// baseline), --baseline PATH (the build the memory phase's kubegc_baseline contender runs, beside
+// this tree's kubegc), and for experiments --node-flags "FLAGS" (Node.js flags for
 // kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
 // Only a run with none of them (--seed and --keep-cluster aside) is "full"
 // and replaces bench/RESULTS.md.
@@ -57,7 +58,7 @@ const SCENARIO_CONTENDERS: Record<string, ContenderKey[]> = {
   live_second_owner: ['kubegc', 'kcm_equal'],
   live_churn: ['kubegc', 'kcm_equal'],
   // A GC's memory and start-up do not depend on its client budget.
-  memory: ['kubegc', 'kubegc_no_runtime_flags', 'kcm_default'],
+  memory: ['kubegc', 'kubegc_no_runtime_flags', 'kcm_default', 'kubegc_baseline'],
 };
 
 export interface Plan {
@@ -133,8 +134,12 @@ export function parsePlan(argv: string[]): Plan {
         ? { heapSnapshotDir: path.resolve(opt('--heap-snapshots') ?? '') }
         : {}),
       ...(opt('--kubegc-entry') ? { kubegcEntry: path.resolve(opt('--kubegc-entry') ?? '') } : {}),
+      ...(opt('--baseline') ? { baselineEntry: path.resolve(opt('--baseline') ?? '') } : {}),
     },
-    contenders: new Set(list('--contenders', ALL_CONTENDERS, ALL_CONTENDERS)),
+    // kubegc_baseline only when asked for by name (it needs --baseline).
+    contenders: new Set(
+      list('--contenders', ALL_CONTENDERS, [...ALL_CONTENDERS, 'kubegc_baseline']),
+    ),
   };
 }
 
@@ -160,6 +165,7 @@ export function notFullBecause(plan: Plan): string[] {
   if (plan.extras.kcmArgs.length) why.push('--kcm-args');
   if (plan.extras.heapSnapshotDir) why.push('--heap-snapshots');
   if (plan.extras.kubegcEntry) why.push(`--kubegc-entry ${plan.extras.kubegcEntry}`);
+  if (plan.contenders.has('kubegc_baseline')) why.push('kubegc_baseline');
   return why;
 }
 

@@ -45,6 +45,8 @@ export interface ContenderSpec {
    * as the image and the bin do); false for the A/B without them.
    */
   runtimeFlags?: boolean;
+  /** kubegc only: run Extras.baselineEntry (another commit's build) instead of this tree's. */
+  baseline?: boolean;
 }
 
 /** kube-controller-manager's own flags for "equal" settings; note its GC doubles the QPS it is given. */
@@ -65,6 +67,7 @@ export const CONTENDERS = {
   kubegc: { kind: 'kubegc', args: [] },
   kubegc_kcm_budget: { kind: 'kubegc', args: KCM_BUDGET_ARGS },
   kubegc_no_runtime_flags: { kind: 'kubegc', args: [], runtimeFlags: false },
+  kubegc_baseline: { kind: 'kubegc', args: [], baseline: true },
   kcm_default: { kind: 'kcm', args: [] },
   kcm_equal: { kind: 'kcm', args: KCM_EQUAL_ARGS },
 } satisfies Record<string, ContenderSpec>;
@@ -84,7 +87,11 @@ export function contenderLabel(key: ContenderKey, extras?: Extras): string {
     ...(spec.runtimeFlags === false ? [] : RUNTIME_FLAGS),
     ...(extras?.nodeFlags ?? []),
   ];
-  const entry = extras?.kubegcEntry ? ` [${extras.kubegcEntry}]` : '';
+  const entry = spec.baseline
+    ? ` [baseline: ${extras?.baselineEntry ?? 'none given'}]`
+    : extras?.kubegcEntry
+      ? ` [${extras.kubegcEntry}]`
+      : '';
   return `kubegc${entry} ${args.length ? args.join(' ') : '(defaults)'}; node ${node.length ? node.join(' ') : '(no flags)'}`;
 }
 
@@ -106,6 +113,8 @@ export interface Extras {
    * of another commit, for a baseline measured beside this one).
    */
   kubegcEntry?: string;
+  /** The build the `kubegc_baseline` contender runs (a dist/cli.js of another commit). */
+  baselineEntry?: string;
 }
 
 export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): Promise<Running> {
@@ -122,9 +131,16 @@ export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): P
             : []),
         ],
         spec.runtimeFlags === false ? [] : RUNTIME_FLAGS,
-        extras?.kubegcEntry ?? KUBEGC_DIST_CLI,
+        kubegcEntry(spec, extras),
       )
     : startKcmGc(cluster, logName, [...spec.args, ...(extras?.kcmArgs ?? [])]);
+}
+
+function kubegcEntry(spec: ContenderSpec, extras: Extras | undefined): string {
+  if (!spec.baseline) return extras?.kubegcEntry ?? KUBEGC_DIST_CLI;
+  if (!extras?.baselineEntry)
+    throw new Error('kubegc_baseline needs a baseline build (--baseline)');
+  return extras.baselineEntry;
 }
 
 const SYNC_TIMEOUT_MS = 180_000;

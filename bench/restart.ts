@@ -8,7 +8,8 @@
 // --only restart,healthy, --contenders kcm_default,kubegc_kcm_budget,kubegc, --user-delay S,
 // --seed S, --keep-cluster, --kubegc-entry PATH (another build's dist/cli.js, e.g. a
 // baseline), --kubegc-args "ARGS", --kcm-args "ARGS", --no-build, --results (write the
-// section of bench/RESULTS.md even when the run is not full).
+// section of bench/RESULTS.md even when the run is not full); --render FILE [--results]: no run,
+// the report of a recorded run (bench/results/restart-*.json) written again.
 //
 // Restart: N dependents (ConfigMaps) whose owners were deleted while no GC ran
 // (created owned, then each owner deleted with propagationPolicy Background,
@@ -490,9 +491,16 @@ function medianOf(rs: RestartRecord[], figure: string): number | null {
   return summarize(num(valuesOf(rs, figure))).median;
 }
 
+/** The repetitions of each size, fan-out and contender: sizes in order, kcm first. */
 function groups(records: RestartRecord[], scenario: Scenario): RestartRecord[][] {
   const out = new Map<string, RestartRecord[]>();
-  for (const r of records.filter((x) => x.scenario === scenario)) {
+  const rank = (r: RestartRecord): number => RESTART_CONTENDERS.indexOf(r.contender);
+  const sorted = records
+    .filter((x) => x.scenario === scenario)
+    .sort(
+      (a, b) => a.params.n - b.params.n || a.params.fanout - b.params.fanout || rank(a) - rank(b),
+    );
+  for (const r of sorted) {
     const k = `${r.params.n}/${r.params.fanout}/${r.contender}`;
     out.set(k, [...(out.get(k) ?? []), r]);
   }
@@ -689,8 +697,23 @@ async function withCluster(plan: Plan, fn: (env: Env) => Promise<void>): Promise
   return cluster;
 }
 
+/** Writes the report of a recorded run (its raw file) again: restart-latest.md and, with --results, its section. */
+async function renderAgain(file: string, results: boolean): Promise<void> {
+  const raw = JSON.parse(await fs.readFile(file, 'utf8')) as Raw;
+  const section = render(raw, path.relative(REPO_ROOT, path.resolve(file)));
+  await fs.writeFile(path.join(RESULTS_DIR(REPO_ROOT), 'restart-latest.md'), `${section}\n`);
+  console.log(section);
+  if (results)
+    await writeResultsSection(path.join(REPO_ROOT, 'bench', 'RESULTS.md'), 'restart', section);
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
+  const again = argv.indexOf('--render');
+  if (again !== -1) {
+    await renderAgain(argv[again + 1] ?? '', argv.includes('--results'));
+    return;
+  }
   const plan = parsePlan(argv);
   const why = notFullBecause(plan);
   log(`seed ${plan.seed}; ${why.length ? `not a full run (${why.join(', ')})` : 'a full run'}`);

@@ -41,6 +41,7 @@ import {
   type Extras,
   type Running,
 } from './lib/contenders.ts';
+import { optionReader, words } from './lib/args.ts';
 import {
   benchClient,
   collectionVersion,
@@ -87,14 +88,9 @@ export interface Plan {
   extras: Extras;
 }
 
-const words = (text: string | undefined): string[] => (text ?? '').split(' ').filter(Boolean);
-
 export function parsePlan(argv: string[]): Plan {
   const quick = argv.includes('--quick');
-  const opt = (name: string): string | undefined => {
-    const i = argv.indexOf(name);
-    return i === -1 ? undefined : argv[i + 1];
-  };
+  const opt = optionReader(argv);
   const ints = (name: string, fallback: string, min: number): number[] => {
     const v = (opt(name) ?? fallback).split(',').map(Number);
     if (v.some((x) => !Number.isInteger(x) || x < min))

@@ -21,6 +21,7 @@ import path from 'node:path';
 import * as prettier from 'prettier';
 import { REPO_ROOT, down, up, type Cluster } from '../cluster/controlplane.ts';
 import type { GraphResult } from './graph.ts';
+import { optionReader, words } from './lib/args.ts';
 import { CONTENDERS, contenderLabel, type ContenderKey, type Extras } from './lib/contenders.ts';
 import { benchClient, ensureWidgetCrd } from './lib/kube.ts';
 import { RESULTS_DIR, machine, machineTable, resultsMarkdown, type Machine } from './lib/report.ts';
@@ -79,14 +80,9 @@ export interface Plan {
   contenders: Set<ContenderKey>;
 }
 
-const words = (text: string | undefined): string[] => (text ?? '').split(' ').filter(Boolean);
-
 export function parsePlan(argv: string[]): Plan {
   const quick = argv.includes('--quick');
-  const opt = (name: string): string | undefined => {
-    const i = argv.indexOf(name);
-    return i === -1 ? undefined : argv[i + 1];
-  };
+  const opt = optionReader(argv);
   const num = (name: string, fallback: number): number => {
     const v = Number(opt(name) ?? fallback);
     if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be a positive integer`);

@@ -12,9 +12,10 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: the `node` devDependency downloads a Node binary we do not need here.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build.ts ./scripts/
 COPY src ./src
-RUN npx tsc -p tsconfig.build.json \
- && cp src/node/cri/runtime.proto dist/node/cri/runtime.proto \
+# The type check, then the bundle the bin runs too (scripts/build.ts says why).
+RUN npm run build \
  && npm prune --omit=dev --ignore-scripts
 
 FROM node:24-bookworm-slim

@@ -6,7 +6,9 @@
 // --graph-objects G, --only graph,cascade,foreground,live,memory,
 // --contenders kubegc,kubegc_kcm_budget,kubegc_no_runtime_flags,kcm_default,kcm_equal,ceiling,
 // --keep-cluster, --heap-snapshots DIR (each kubegc of the memory phase writes a
-// heap snapshot there once settled), and for experiments --node-flags "FLAGS" (Node.js flags for
+// heap snapshot there once settled), --kubegc-entry PATH (another build's dist/cli.js, e.g. a
+// baseline), --baseline PATH (the build the memory phase's kubegc_baseline contender runs, beside
+// this tree's kubegc), and for experiments --node-flags "FLAGS" (Node.js flags for
 // kubegc and the graph process), --kubegc-args "ARGS", --kcm-args "ARGS".
 // Only a run with none of them (--seed and --keep-cluster aside) is "full"
 // and replaces bench/RESULTS.md.
@@ -19,6 +21,7 @@ import path from 'node:path';
 import * as prettier from 'prettier';
 import { REPO_ROOT, down, up, type Cluster } from '../cluster/controlplane.ts';
 import type { GraphResult } from './graph.ts';
+import { optionReader, words } from './lib/args.ts';
 import { CONTENDERS, contenderLabel, type ContenderKey, type Extras } from './lib/contenders.ts';
 import { benchClient, ensureWidgetCrd } from './lib/kube.ts';
 import { RESULTS_DIR, machine, machineTable, resultsMarkdown, type Machine } from './lib/report.ts';
@@ -56,7 +59,7 @@ const SCENARIO_CONTENDERS: Record<string, ContenderKey[]> = {
   live_second_owner: ['kubegc', 'kcm_equal'],
   live_churn: ['kubegc', 'kcm_equal'],
   // A GC's memory and start-up do not depend on its client budget.
-  memory: ['kubegc', 'kubegc_no_runtime_flags', 'kcm_default'],
+  memory: ['kubegc', 'kubegc_no_runtime_flags', 'kcm_default', 'kubegc_baseline'],
 };
 
 export interface Plan {
@@ -77,14 +80,9 @@ export interface Plan {
   contenders: Set<ContenderKey>;
 }
 
-const words = (text: string | undefined): string[] => (text ?? '').split(' ').filter(Boolean);
-
 export function parsePlan(argv: string[]): Plan {
   const quick = argv.includes('--quick');
-  const opt = (name: string): string | undefined => {
-    const i = argv.indexOf(name);
-    return i === -1 ? undefined : argv[i + 1];
-  };
+  const opt = optionReader(argv);
   const num = (name: string, fallback: number): number => {
     const v = Number(opt(name) ?? fallback);
     if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be a positive integer`);
@@ -131,8 +129,13 @@ export function parsePlan(argv: string[]): Plan {
       ...(opt('--heap-snapshots')
         ? { heapSnapshotDir: path.resolve(opt('--heap-snapshots') ?? '') }
         : {}),
+      ...(opt('--kubegc-entry') ? { kubegcEntry: path.resolve(opt('--kubegc-entry') ?? '') } : {}),
+      ...(opt('--baseline') ? { baselineEntry: path.resolve(opt('--baseline') ?? '') } : {}),
     },
-    contenders: new Set(list('--contenders', ALL_CONTENDERS, ALL_CONTENDERS)),
+    // kubegc_baseline only when asked for by name (it needs --baseline).
+    contenders: new Set(
+      list('--contenders', ALL_CONTENDERS, [...ALL_CONTENDERS, 'kubegc_baseline']),
+    ),
   };
 }
 
@@ -157,6 +160,8 @@ export function notFullBecause(plan: Plan): string[] {
   if (plan.extras.kubegcArgs.length) why.push('--kubegc-args');
   if (plan.extras.kcmArgs.length) why.push('--kcm-args');
   if (plan.extras.heapSnapshotDir) why.push('--heap-snapshots');
+  if (plan.extras.kubegcEntry) why.push(`--kubegc-entry ${plan.extras.kubegcEntry}`);
+  if (plan.contenders.has('kubegc_baseline')) why.push('kubegc_baseline');
   return why;
 }
 

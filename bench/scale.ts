@@ -58,7 +58,7 @@ import {
   watchDeletes,
   type ObjectSpec,
 } from './lib/kube.ts';
-import { machine, RESULTS_DIR, table, type Machine } from './lib/report.ts';
+import { machine, RESULTS_DIR, table, writeResultsSection, type Machine } from './lib/report.ts';
 import {
   countAll,
   countDiff,
@@ -80,8 +80,6 @@ import { leastSquaresSlope, round2 } from './lib/stats.ts';
 const CLUSTER_DIR = path.join(REPO_ROOT, '.cluster-bench-scale');
 const STATE_FILE = path.join(CLUSTER_DIR, 'scale-state.json');
 const RESULTS_MD = path.join(REPO_ROOT, 'bench', 'RESULTS.md');
-const SECTION_BEGIN = '<!-- scale: begin -->';
-const SECTION_END = '<!-- scale: end -->';
 const SECTION_TITLE = '## One million objects (bench/scale.ts)';
 
 const SCALE_CONTENDERS = ['kubegc', 'kubegc_no_runtime_flags', 'kcm_equal', 'kcm_default'] as const;
@@ -1027,29 +1025,6 @@ export function render(raw: Raw, rawFile: string): string {
   return out.join('\n');
 }
 
-/** Replaces (or inserts before `## Analysis`, else appends) the section between the markers of `file`. */
-export async function writeResultsSection(file: string, section: string): Promise<void> {
-  const previous = await fs.readFile(file, 'utf8').catch(() => '');
-  const block = `${SECTION_BEGIN}\n\n${section}\n\n${SECTION_END}`;
-  const s = previous.indexOf(SECTION_BEGIN);
-  const e = previous.indexOf(SECTION_END);
-  let next: string;
-  if (s !== -1 && e > s)
-    next = previous.slice(0, s) + block + previous.slice(e + SECTION_END.length);
-  else {
-    const at = previous.search(/^## Analysis\s*$/m);
-    next =
-      at === -1
-        ? `${previous.trimEnd()}\n\n${block}\n`
-        : `${previous.slice(0, at)}${block}\n\n${previous.slice(at)}`;
-  }
-  const formatted = await prettier.format(next, {
-    ...((await prettier.resolveConfig(file)) ?? {}),
-    parser: 'markdown',
-  });
-  await fs.writeFile(file, formatted);
-}
-
 async function writeOutputs(
   raw: Raw,
   rawName: string,
@@ -1063,7 +1038,7 @@ async function writeOutputs(
   await fs.writeFile(path.join(RESULTS_DIR(REPO_ROOT), 'scale-latest.md'), md);
   console.log(md);
   if (resultsMd) {
-    await writeResultsSection(resultsMd, section);
+    await writeResultsSection(resultsMd, 'scale', section);
     log(`wrote the section of ${path.relative(REPO_ROOT, resultsMd)}`);
   }
 }

@@ -45,6 +45,8 @@ export interface ContenderSpec {
    * as the image and the bin do); false for the A/B without them.
    */
   runtimeFlags?: boolean;
+  /** kubegc only: run Extras.baselineEntry (another commit's build) instead of this tree's. */
+  baseline?: boolean;
 }
 
 /** kube-controller-manager's own flags for "equal" settings; note its GC doubles the QPS it is given. */
@@ -65,6 +67,7 @@ export const CONTENDERS = {
   kubegc: { kind: 'kubegc', args: [] },
   kubegc_kcm_budget: { kind: 'kubegc', args: KCM_BUDGET_ARGS },
   kubegc_no_runtime_flags: { kind: 'kubegc', args: [], runtimeFlags: false },
+  kubegc_baseline: { kind: 'kubegc', args: [], baseline: true },
   kcm_default: { kind: 'kcm', args: [] },
   kcm_equal: { kind: 'kcm', args: KCM_EQUAL_ARGS },
 } satisfies Record<string, ContenderSpec>;
@@ -84,7 +87,12 @@ export function contenderLabel(key: ContenderKey, extras?: Extras): string {
     ...(spec.runtimeFlags === false ? [] : RUNTIME_FLAGS),
     ...(extras?.nodeFlags ?? []),
   ];
-  return `kubegc ${args.length ? args.join(' ') : '(defaults)'}; node ${node.length ? node.join(' ') : '(no flags)'}`;
+  const entry = spec.baseline
+    ? ` [baseline: ${extras?.baselineEntry ?? 'none given'}]`
+    : extras?.kubegcEntry
+      ? ` [${extras.kubegcEntry}]`
+      : '';
+  return `kubegc${entry} ${args.length ? args.join(' ') : '(defaults)'}; node ${node.length ? node.join(' ') : '(no flags)'}`;
 }
 
 let starts = 0;
@@ -100,6 +108,13 @@ export interface Extras {
    * where its bytes per object go; `bench/heap-summary.ts` reads them).
    */
   heapSnapshotDir?: string;
+  /**
+   * Another built kubegc to run instead of this tree's dist/cli.js (a build
+   * of another commit, for a baseline measured beside this one).
+   */
+  kubegcEntry?: string;
+  /** The build the `kubegc_baseline` contender runs (a dist/cli.js of another commit). */
+  baselineEntry?: string;
 }
 
 export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): Promise<Running> {
@@ -116,8 +131,16 @@ export function start(cluster: Cluster, spec: ContenderSpec, extras?: Extras): P
             : []),
         ],
         spec.runtimeFlags === false ? [] : RUNTIME_FLAGS,
+        kubegcEntry(spec, extras),
       )
     : startKcmGc(cluster, logName, [...spec.args, ...(extras?.kcmArgs ?? [])]);
+}
+
+function kubegcEntry(spec: ContenderSpec, extras: Extras | undefined): string {
+  if (!spec.baseline) return extras?.kubegcEntry ?? KUBEGC_DIST_CLI;
+  if (!extras?.baselineEntry)
+    throw new Error('kubegc_baseline needs a baseline build (--baseline)');
+  return extras.baselineEntry;
 }
 
 const SYNC_TIMEOUT_MS = 180_000;
@@ -152,6 +175,7 @@ async function startKubegc(
   args: string[],
   nodeFlags: string[],
   runtimeFlags: readonly string[],
+  entry: string,
 ): Promise<Running> {
   const file = logFile(cluster.dir, logName);
   const fd = openSync(file, 'w');
@@ -162,7 +186,7 @@ async function startKubegc(
     kubegcArgv(
       controllerArgs(cluster.kubeconfig, ['--metrics-secure=false', ...args]),
       nodeFlags,
-      KUBEGC_DIST_CLI,
+      entry,
       runtimeFlags,
     ),
     { stdio: ['ignore', 'ignore', fd] },
@@ -234,6 +258,19 @@ export async function scrapeGauge(url: string, metric: string): Promise<number |
   const text = await (await fetch(url)).text();
   const m = new RegExp(`^${metric}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
   return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+/**
+ * The sum of every series of `metric` whose labels match `labels` (all
+ * series without it), from a Prometheus text exposition: counters that other
+ * labels split (a queue's lanes, a request's codes) are counted whole.
+ */
+export async function scrapeSum(url: string, metric: string, labels?: RegExp): Promise<number> {
+  const text = await (await fetch(url)).text();
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${metric}(\\{[^}]*\\})? (\\S+)$`, 'gm')))
+    if (!labels || labels.test(m[1] ?? '')) sum += Number(m[2]);
+  return sum;
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc/PID/stat. */

@@ -3,8 +3,10 @@
 // hand-written analysis kept from the previous version). The tables
 // themselves come from summary.ts.
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import * as prettier from 'prettier';
 
 export interface Machine {
   cores: number;
@@ -73,9 +75,49 @@ export function machineTable(m: Machine): string {
 const NOTES_START = '<!-- analysis: kept across runs -->';
 const NOTES_END = '<!-- /analysis -->';
 
-/** bench/RESULTS.md: the run's tables, with the hand-written analysis block of the previous file kept. */
-const SCALE_START = '<!-- scale: begin -->';
-const SCALE_END = '<!-- scale: end -->';
+/**
+ * Sections of bench/RESULTS.md that other scripts write, each between
+ * `<!-- NAME: begin -->` and `<!-- NAME: end -->`: bench/scale.ts (one
+ * million objects) and bench/restart.ts (a GC started on a backlog).
+ */
+export type ResultsSection = 'scale' | 'restart';
+const SECTIONS: readonly ResultsSection[] = ['scale', 'restart'];
+const begin = (name: ResultsSection): string => `<!-- ${name}: begin -->`;
+const end = (name: ResultsSection): string => `<!-- ${name}: end -->`;
+
+/** The section `name` of `text`, markers included; undefined if it has none. */
+function sectionOf(text: string, name: ResultsSection): string | undefined {
+  const s = text.indexOf(begin(name));
+  const e = text.indexOf(end(name));
+  return s !== -1 && e > s ? text.slice(s, e + end(name).length) : undefined;
+}
+
+/** Replaces (or inserts before `## Analysis`, else appends) the section `name` of `file`. */
+export async function writeResultsSection(
+  file: string,
+  name: ResultsSection,
+  section: string,
+): Promise<void> {
+  const previous = await fs.readFile(file, 'utf8').catch(() => '');
+  const block = `${begin(name)}\n\n${section}\n\n${end(name)}`;
+  const old = sectionOf(previous, name);
+  let next: string;
+  if (old !== undefined) next = previous.replace(old, () => block);
+  else {
+    const at = previous.search(/^## Analysis\s*$/m);
+    next =
+      at === -1
+        ? `${previous.trimEnd()}\n\n${block}\n`
+        : `${previous.slice(0, at)}${block}\n\n${previous.slice(at)}`;
+  }
+  const formatted = await prettier.format(next, {
+    ...((await prettier.resolveConfig(file)) ?? {}),
+    parser: 'markdown',
+  });
+  await fs.writeFile(file, formatted);
+}
+
+/** bench/RESULTS.md: the run's tables, with the hand-written analysis block and the other scripts' sections of the previous file kept. */
 
 export function resultsMarkdown(
   report: string,
@@ -88,10 +130,11 @@ export function resultsMarkdown(
   const e = previous.indexOf(NOTES_END);
   const analysis =
     s !== -1 && e > s ? previous.slice(s, e + NOTES_END.length) : `${NOTES_START}\n${NOTES_END}`;
-  // The one-million-object section is written by bench/scale.ts: kept as it is.
-  const ss = previous.indexOf(SCALE_START);
-  const se = previous.indexOf(SCALE_END);
-  const scale = ss !== -1 && se > ss ? previous.slice(ss, se + SCALE_END.length) : undefined;
+  // The sections other scripts write are kept as they are.
+  const kept = SECTIONS.flatMap((name) => {
+    const text = sectionOf(previous, name);
+    return text === undefined ? [] : [text, ''];
+  });
   return [
     '# Benchmark results',
     '',
@@ -105,7 +148,7 @@ export function resultsMarkdown(
     '',
     report,
     '',
-    ...(scale ? [scale, ''] : []),
+    ...kept,
     '## Analysis',
     '',
     analysis,

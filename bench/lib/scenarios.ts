@@ -99,7 +99,7 @@ export interface CascadeRun {
  * requests on ConfigMaps the API server completed, by verb (its own
  * apiserver_request_total; the benchmark adds one DELETE, the owner's).
  */
-async function windowMeter(env: Env, gcPid: number): Promise<() => Promise<WindowCost>> {
+export async function windowMeter(env: Env, gcPid: number): Promise<() => Promise<WindowCost>> {
   const cp = await controlPlanePids(env.cluster);
   const pids = { gc: gcPid, apiserver: cp['kube-apiserver'] ?? 0, etcd: cp.etcd ?? 0 };
   const cpu = async (): Promise<WindowCost['cpu']> => ({
@@ -134,7 +134,7 @@ export interface WindowCost {
 }
 
 /** apiserver_request_total for core ConfigMaps, summed by verb. */
-async function configMapRequests(env: Env): Promise<Record<string, number>> {
+export async function configMapRequests(env: Env): Promise<Record<string, number>> {
   // The exposition format is text: read it with the control plane's raw helper, not KubeClient (JSON).
   const res = await apiRequest(env.cluster.dir, 'GET', '/metrics');
   if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`);

@@ -221,6 +221,40 @@ test('a watch aborted from its last line (an ERROR that ends the stream) resolve
   }
 });
 
+test("watches opened together resume the first one's TLS session instead of a full handshake each", async () => {
+  // What every informer does at start: a watch connection each, all at once.
+  const reused: boolean[] = [];
+  const server = https.createServer(tls, (req, res) => {
+    reused.push((req.socket as import('node:tls').TLSSocket).isSessionReused());
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"type":"BOOKMARK"}\n');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  const client = await KubeClient.create(kubeconfig(`https://127.0.0.1:${port}`), {
+    qps: 0,
+    burst: 1,
+  });
+  try {
+    await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        client.stream(
+          `/api/v1/r${i}`,
+          { query: { watch: true } },
+          () => undefined,
+          () => undefined,
+        ),
+      ),
+    );
+    expect(reused).toHaveLength(6);
+    expect(reused.filter(Boolean)).toHaveLength(5);
+  } finally {
+    client.close();
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
+
 describe('isObjectNotFound', () => {
   const notFound = (body: unknown): ApiError =>
     new ApiError('GET', '/apis/g/v2/namespaces/n/things/a', 404, JSON.stringify(body));

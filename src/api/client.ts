@@ -8,9 +8,11 @@
 // than node:https with a keep-alive agent); watches stay on HTTP/1.1
 // connections of their own. DISABLE_HTTP2 (client-go's switch) turns HTTP/2
 // off; a server that does not offer it gets HTTP/1.1 too.
-import http from 'node:http';
+import type http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
+import { createSecureContext } from 'node:tls';
+import { httpModule } from './node-http.ts';
 import type { KubeConfigLike } from './kubeconfig.ts';
 import { decodeStatus, FrameReader, isProtobufContentType } from './protobuf-meta.ts';
 import { TokenBucket } from './token-bucket.ts';
@@ -188,6 +190,16 @@ export class KubeClient {
   private headersAt = 0;
   /** undefined: HTTP/2 off (http:, DISABLE_HTTP2, or the server did not offer it). */
   private h2: Http2Connection | undefined;
+  /**
+   * Settles once the first watch connection has a TLS session to resume (or
+   * has failed, or after WATCH_RESUME_WAIT_MS). Every informer opens a watch
+   * connection of its own, all at start: opened after the first, they resume
+   * its session (the agent caches the server's ticket) instead of a full
+   * handshake each, which spares the client and the API server a certificate
+   * signature and verification per connection. 55 watches of a near-empty
+   * cluster: 130 ms of client CPU instead of 160-195 ms (2 cores).
+   */
+  private firstWatchSession: Promise<void> | undefined;
 
   private constructor(kc: KubeConfigLike, tls: https.AgentOptions, opts: ClientOptions) {
     const cluster = kc.getCurrentCluster();
@@ -200,7 +212,7 @@ export class KubeClient {
     const make = (maxSockets: number): http.Agent =>
       secure
         ? new https.Agent({ ...tls, keepAlive: true, maxSockets })
-        : new http.Agent({ keepAlive: true, maxSockets });
+        : new httpModule.Agent({ keepAlive: true, maxSockets });
     this.agent = make(128);
     this.watchAgent = make(Infinity);
     const disabled = ['1', 'true', 'yes'].includes((process.env.DISABLE_HTTP2 ?? '').toLowerCase());
@@ -219,10 +231,12 @@ export class KubeClient {
   static async create(kc: KubeConfigLike, opts: Partial<ClientOptions> = {}): Promise<KubeClient> {
     const tls: https.RequestOptions = {};
     await kc.applyToHTTPSOptions(tls);
+    // One secure context for every connection. Given ca, cert and key,
+    // tls.connect builds a context per connection, parsing the CA and the key
+    // again for each informer's watch connection, all opened at start: 22 ms
+    // for the 55 resources of a near-empty cluster, on 2 cores.
     const agentTls: https.AgentOptions = {
-      ca: tls.ca,
-      cert: tls.cert,
-      key: tls.key,
+      secureContext: createSecureContext({ ca: tls.ca, cert: tls.cert, key: tls.key }),
       servername: tls.servername,
     };
     if (tls.rejectUnauthorized !== undefined) agentTls.rejectUnauthorized = tls.rejectUnauthorized;
@@ -275,12 +289,14 @@ export class KubeClient {
     o: RequestOptions,
     agent: http.Agent,
     prepared?: Prepared,
+    onSession?: () => void,
   ): Promise<http.IncomingMessage> {
     const { headers, payload } = prepared ?? (await this.prepare(o));
     const u = this.url(path, o.query);
-    const lib = u.protocol === 'https:' ? https : http;
+    const lib = u.protocol === 'https:' ? https : httpModule;
     return new Promise((resolve, reject) => {
       const req = lib.request(u, { method, headers, agent, signal: o.signal }, resolve);
+      if (onSession) req.once('socket', (socket) => socket.once('session', onSession));
       if (o.timeoutMs) {
         req.setTimeout(o.timeoutMs, () =>
           req.destroy(new Error(`timed out after ${o.timeoutMs} ms`)),
@@ -444,12 +460,27 @@ export class KubeClient {
     // list is a watch with sendInitialEvents).
     if (this.opts.intercept)
       await this.opts.intercept({ method: 'GET', path, verb: 'WATCH', query: o.query });
+    let sessionReady: (() => void) | undefined;
+    if (this.server.protocol === 'https:' && !this.firstWatchSession) {
+      this.firstWatchSession = new Promise((r) => (sessionReady = r));
+    } else if (this.firstWatchSession)
+      await waitAtMost(this.firstWatchSession, WATCH_RESUME_WAIT_MS);
     try {
-      res = await this.send('GET', path, { ...o, signal }, this.watchAgent);
+      res = await this.send(
+        'GET',
+        path,
+        { ...o, signal },
+        this.watchAgent,
+        undefined,
+        sessionReady,
+      );
     } catch (err) {
       if (o.signal?.aborted) return;
       this.opts.onRequest?.('WATCH', 0);
       throw new ApiError('WATCH', path, 0, (err as Error).message);
+    } finally {
+      // Answered or failed without a session (TLS 1.2 without tickets): the others go on.
+      sessionReady?.();
     }
     answered(res);
     if (o.signal?.aborted) {
@@ -541,6 +572,21 @@ export class KubeClient {
 interface Prepared {
   headers: Record<string, string>;
   payload: string | undefined;
+}
+
+/** How long watches wait for the first watch connection's TLS session (see firstWatchSession). */
+const WATCH_RESUME_WAIT_MS = 1000;
+
+/** Settles when `p` does, or after `ms`, whichever comes first; never rejects. */
+function waitAtMost(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<void>((r) => {
+      timer = setTimeout(r, ms);
+      timer.unref();
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function abortedMessage(signal: AbortSignal): string {
@@ -645,9 +691,7 @@ class Http2Connection {
     const current = this.session;
     if (current && !current.closed && !current.destroyed) return current;
     const s = http2.connect(this.origin, {
-      ca: this.tls.ca,
-      cert: this.tls.cert,
-      key: this.tls.key,
+      secureContext: this.tls.secureContext,
       servername: this.tls.servername,
       rejectUnauthorized: this.tls.rejectUnauthorized,
     });

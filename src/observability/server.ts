@@ -8,10 +8,11 @@
 // - the probe port (--health-probe-bind-address): /healthz, /livez, /readyz,
 //   plain HTTP for the kubelet, and nothing else.
 // "0" disables a listener.
-import http from 'node:http';
+import type http from 'node:http';
 import https from 'node:https';
 import type tls from 'node:tls';
 import type { Registry } from 'prom-client';
+import { httpModule } from '../api/node-http.ts';
 import type { Logger } from '../log.ts';
 import type { AuthOutcome } from './delegated-auth.ts';
 
@@ -207,7 +208,7 @@ export async function startObservabilityServer(o: ServerOptions): Promise<Observ
       o.secure.certificate.watch(tlsServer, base);
       s = tlsServer;
     } else {
-      s = http.createServer(metricsHandler);
+      s = httpModule.createServer(metricsHandler);
     }
     // A slow or stuck client cannot hold a connection open for long: 10 s to
     // send its request, and a socket with no progress for 60 s (a reader that
@@ -219,7 +220,7 @@ export async function startObservabilityServer(o: ServerOptions): Promise<Observ
     result.metrics = await listen(s, metricsAddr);
   }
   if (healthAddr) {
-    const s = http.createServer(healthHandler);
+    const s = httpModule.createServer(healthHandler);
     s.headersTimeout = 10_000;
     s.requestTimeout = 10_000;
     servers.push(s);

@@ -93,8 +93,8 @@ export const CONTAINER_STATE_NUMBER: Record<ContainerState, number> = {
 };
 
 /**
- * The proto sits next to this module in src/; a build that only compiles
- * TypeScript must copy it next to the compiled module too.
+ * The proto sits next to this module in src/; the build (scripts/build.ts)
+ * copies it next to the bundled modules in dist/.
  */
 export function runtimeProtoPath(): string {
   const beside = fileURLToPath(new URL('./runtime.proto', import.meta.url));

@@ -37,7 +37,7 @@ import {
   httpsGet,
   serviceAccountToken,
 } from '../support/metrics-access.ts';
-import { runNodeOnce } from '../support/kubegc-node.ts';
+import { availablePercent, imagefsPressureFlags, runNodeOnce } from '../support/kubegc-node.ts';
 import { breakConversion, configMap, ownerRef } from '../support/objects.ts';
 import {
   KUBEGC_NODE_SERVICE_ACCOUNT,
@@ -1170,24 +1170,15 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
       // and an image pulled just now (younger than --image-minimum-gc-age).
       await h.runPod({ name: 'not-in-the-api' });
       await h.importImages([{ name: 'kubegc.test/docs-fresh:1', layers: [randomLayer(4 << 20)] }]);
-      const disk = await h.fs();
-      const available = Math.floor((disk.availableBytes * 100) / disk.capacityBytes);
       const kubeconfig = await serviceAccountKubeconfig(cluster, KUBEGC_NODE_SERVICE_ACCOUNT);
       const api = ['--kubeconfig', kubeconfig, '--node-name', NODE];
-      // imagefs.available 3% above the threshold, a 5% margin: a reclaim is due and
-      // finds nothing it may remove. The state file's directory is a file.
+      // A pressure reclaim is due and finds nothing it may remove. The state
+      // file's directory is a file.
       const notADirectory = path.join(tmp, 'not-a-directory');
       await fs.writeFile(notADirectory, '');
       const pressure = await runNodeOnce(h, [
         ...api,
-        '--eviction-hard',
-        `imagefs.available<${available - 3}%`,
-        '--eviction-reclaim-margin',
-        '5%',
-        '--pressure-check-period',
-        '10s',
-        '--root-dir',
-        h.dir,
+        ...imagefsPressureFlags(h, await availablePercent(h)),
         '--state-file',
         path.join(notADirectory, 'node-state.json'),
       ]);

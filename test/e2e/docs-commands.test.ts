@@ -1001,7 +1001,7 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
       'kubectl -n kubegc-system describe pods -l app.kubernetes.io/component=controller',
     );
     expect(described.stdout).toMatch(new RegExp(`Node:\\s+${NODE}`));
-    const wide = await run(cmd('-o wide'));
+    const wide = await run(cmd('app.kubernetes.io/component=controller -o wide'));
     expect(wide.stdout).toMatch(new RegExp(`${placeholders.POD}.*Running.*${NODE}`));
 
     const leader = pod?.lines.find((l) => l.msg === 'became leader');

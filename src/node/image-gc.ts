@@ -15,6 +15,7 @@ import {
   recordsLoaded,
   InvalidDiskCapacityError,
   isImageInUse,
+  keptImages,
   planImageGc,
   spaceGoalReached,
   takeUntilFreed,
@@ -26,6 +27,7 @@ import {
   type ImageGcPolicy,
   type ImageRecords,
   type ImageStoreView,
+  type KeptReason,
 } from './image-gc-policy.ts';
 import { globMatcher, imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
@@ -99,6 +101,8 @@ export interface ImagePassResult {
   shortfallBytes: number;
   /** The pass stopped at --max-removals-per-run. */
   capped: boolean;
+  /** The images it could not remove, by why: protected, or younger than the minimum age. */
+  kept: Partial<Record<KeptReason, number>>;
   dryRun: boolean;
 }
 
@@ -317,6 +321,7 @@ export class ImageGarbageCollector {
       measuredFreedBytes: 0,
       shortfallBytes: 0,
       capped: false,
+      kept: keptImages(plan),
       dryRun: this.opts.dryRun,
     };
     const pass: Pass = {

@@ -41,6 +41,8 @@ async function node(o: {
   devices?: { nodefs: bigint; imagefs: bigint; containerfs: bigint };
   nodefs?: FsStats;
   inodes?: FakeRuntime['inodes'];
+  /** --max-removals-per-run (0: no cap). */
+  cap?: number;
 }) {
   const rt = new FakeRuntime(100 * MB, o.otherUsedMb * MB);
   if (o.inodes) rt.inodes = o.inodes;
@@ -64,7 +66,7 @@ async function node(o: {
   const clock = { t: NOW - 3_600_000 };
   const images = new ImageGarbageCollector(
     rt.connection(),
-    rt.imageGcOptions({ now: () => clock.t }),
+    rt.imageGcOptions({ now: () => clock.t, maxRemovalsPerRun: o.cap ?? 0 }),
     quietLog,
     metrics,
     events,
@@ -175,9 +177,62 @@ test('nothing eligible left: short, and a DiskPressureReclaimFailed warning on t
   ]);
   expect(n.rt.images.has(hex('p'))).toBe(true);
   expect(n.events.seen.map((e) => e.reason)).toEqual(['DiskPressureReclaimFailed']);
+  expect(n.events.seen[0]?.note).toBe(
+    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 0 images; 19.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); images kept: 1 pinned by the runtime',
+  );
   expect(await n.registry.getSingleMetricAsString('kubegc_node_pressure_reclaims_total')).toContain(
     'kubegc_node_pressure_reclaims_total{signal="imagefs.available",result="short"} 1',
   );
+});
+
+test('short: the DiskPressureReclaimFailed note and the log line say why the images left were kept (in use, pinned, too young)', async () => {
+  const n = await node({ otherUsedMb: 70, images: 3 }); // with fresh: 100 − 70 − 21 = 9 MB available
+  // img0 is used by a dead container; fresh was pulled just now (younger than the 2m minimum).
+  n.rt.addContainer('done', 'docker.io/library/img0:1', 'exited');
+  n.rt.addImage({ id: hex('y'), repoTags: ['docker.io/library/fresh:1'], layers: { y: 5 * MB } });
+  const lines: { msg: string; fields: Record<string, unknown> }[] = [];
+  const monitor = new PressureMonitor(
+    n.rt.connection(),
+    {
+      thresholds: THRESHOLDS,
+      margin: { percent: 5 },
+      rootDir: '/var/lib/kubelet',
+      dryRun: false,
+      statfs: n.rt.statfs,
+      device: () => Promise.resolve(1n),
+      now: () => n.clock.t,
+    },
+    { ...quietLog, warn: (msg, fields = {}) => void lines.push({ msg, fields }) },
+    testMetrics().metrics,
+    n.events,
+  );
+  const r = await monitor.check(n.passes);
+  // nodefs (15 MB to start) recovers with img1 and img2 gone; imagefs (20 MB) cannot.
+  expect(r.reclaims.map((x) => [x.signal, x.result, x.imagesRemoved])).toEqual([
+    ['nodefs.available', 'recovered', 2],
+    ['imagefs.available', 'short', 0],
+  ]);
+  expect(n.events.seen.map((e) => e.note)).toEqual([
+    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 0 images; 19.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); images kept: 1 in use (by a container in any state, or a pod bound here), 1 pinned by the runtime, 1 younger than --image-minimum-gc-age',
+  ]);
+  expect(lines.find((l) => l.msg === 'disk pressure reclaim done')?.fields).toMatchObject({
+    signal: 'imagefs.available',
+    result: 'short',
+    imagesKept: { 'in-use': 1, 'pinned-by-runtime': 1, 'too-young': 1 },
+  });
+});
+
+test('short at --max-removals-per-run: the note says where the image step stopped', async () => {
+  const n = await node({ otherUsedMb: 60, cap: 1 }); // 100 − 60 − 31 = 9 MB available
+  const r = await n.monitor.check(n.passes);
+  expect(r.reclaims.map((x) => [x.signal, x.result, x.imagesRemoved])).toEqual([
+    ['nodefs.available', 'short', 1],
+    ['imagefs.available', 'short', 1],
+  ]);
+  expect(n.events.seen.map((e) => e.note.split('; ').slice(-2))).toEqual([
+    ['images kept: 1 pinned by the runtime', 'stopped at --max-removals-per-run'],
+    ['images kept: 1 pinned by the runtime', 'stopped at --max-removals-per-run'],
+  ]);
 });
 
 test('a dedicated imagefs (one device for images and layers): nodefs pressure has nothing kubegc can reclaim; imagefs pressure runs both', async () => {

@@ -11,7 +11,7 @@
 import { stat } from 'node:fs/promises';
 import type { Logger } from '../log.ts';
 import type { ContainerPassResult } from './container-gc.ts';
-import type { FsStats } from './image-gc-policy.ts';
+import type { FsStats, KeptReason } from './image-gc-policy.ts';
 import type { ImagePassResult, ImageReclaim } from './image-gc.ts';
 import type { NodeMetrics } from './metrics.ts';
 import type { NodeEvents } from './node-events.ts';
@@ -65,6 +65,10 @@ export interface ReclaimReport {
   containersRemoved: number;
   sandboxesRemoved: number;
   imagesRemoved: number;
+  /** The images the image step left, by why (undefined: it did not run). */
+  imagesKept?: Partial<Record<KeptReason, number>>;
+  /** The image step stopped at --max-removals-per-run. */
+  imagesCapped?: boolean;
   result: 'recovered' | 'short' | 'nothing-to-reclaim';
 }
 
@@ -97,6 +101,33 @@ function amount(signal: PressureNeed['signal'], n: number): string {
   if (isInodeSignal(signal)) return `${Math.round(n)} inodes`;
   if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
   return `${(n / 1e6).toFixed(1)} MB`;
+}
+
+/** How a short reclaim's note names the images it left, in this order. */
+const KEPT_WORDS: readonly [KeptReason, string][] = [
+  ['in-use', 'in use (by a container in any state, or a pod bound here)'],
+  ['pinned-by-runtime', 'pinned by the runtime'],
+  ['sandbox-image', 'the sandbox image'],
+  ['pinned-images', 'matching --pinned-images'],
+  ['too-young', 'younger than --image-minimum-gc-age'],
+];
+
+/**
+ * Why a short reclaim's image step left what it left: the operator's first
+ * question (the kubelet will remove all of it, protected or not, before it
+ * evicts). No image kept means what fills the disk is not images.
+ */
+function keptImagesNote(report: ReclaimReport): string {
+  const kept = report.imagesKept;
+  if (!kept) return '';
+  const parts = KEPT_WORDS.flatMap(([reason, words]) => {
+    const n = kept[reason] ?? 0;
+    return n > 0 ? [`${n} ${words}`] : [];
+  });
+  const capped = report.imagesCapped ? '; stopped at --max-removals-per-run' : '';
+  if (parts.length === 0)
+    return `; no image is protected or too young, so what is left is not images (writable layers, logs, volumes)${capped}`;
+  return `; images kept: ${parts.join(', ')}${capped}`;
 }
 
 /**
@@ -293,6 +324,8 @@ export class PressureMonitor {
         isInodeSignal(need.signal) ? { done } : { wantedBytes: need.target - report.after, done },
       );
       report.imagesRemoved = r.removed.length;
+      report.imagesKept = r.kept;
+      report.imagesCapped = r.capped;
       report.after = await this.level(need, fsys.paths);
     }
     report.result = report.after >= need.start ? 'recovered' : 'short';
@@ -305,7 +338,8 @@ export class PressureMonitor {
     const note =
       `${need.signal}: ${amount(need.signal, before)} available, the kubelet evicts below ${amount(need.signal, need.threshold)}; ` +
       `${this.opts.dryRun ? 'would remove' : 'removed'} ${report.containersRemoved} dead containers, ${report.sandboxesRemoved} sandboxes and ${report.imagesRemoved} images; ` +
-      `${amount(need.signal, report.after)} available after (reclaim starts below ${amount(need.signal, need.start)}, aims at ${amount(need.signal, need.target)})`;
+      `${amount(need.signal, report.after)} available after (reclaim starts below ${amount(need.signal, need.start)}, aims at ${amount(need.signal, need.target)})` +
+      (report.result === 'short' ? keptImagesNote(report) : '');
     this.log[report.result === 'recovered' ? 'info' : 'warn']('disk pressure reclaim done', {
       ...fields,
       after: report.after,
@@ -313,6 +347,7 @@ export class PressureMonitor {
       containersRemoved: report.containersRemoved,
       sandboxesRemoved: report.sandboxesRemoved,
       imagesRemoved: report.imagesRemoved,
+      ...(report.imagesKept ? { imagesKept: report.imagesKept } : {}),
     });
     if (report.result === 'recovered') {
       this.retryAt.delete(need.signal);

@@ -10,7 +10,10 @@
 // verify a kubelet's serving certificate without --kubelet-certificate-authority),
 // serving as the pod's log the output of a real `kubegc controller` this file
 // runs with the Deployment's flags. So `kubectl logs POD | grep ...` greps
-// real log lines, and a grep that no longer matches fails here.
+// real log lines, and a grep that no longer matches fails here. The node
+// alerts' runbooks read a kubegc node pod bound to the same Node, whose log is
+// what real `kubegc node --once` runs against a test containerd wrote, as the
+// node's service account and with that Node's name (so their events are on it).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -20,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { isOurs, REPO_ROOT, type ProcessRecord } from '../../cluster/controlplane.ts';
+import { randomLayer } from '../../cluster/oci-image.ts';
 import { controllerArgs, kubegcArgv, KUBEGC_DIST_CLI } from '../../cluster/kubegc-command.ts';
 import { ensurePackages } from '../../cluster/packages.ts';
 import { RUN_BY_E2E } from '../support/docs-commands.ts';
@@ -33,14 +37,20 @@ import {
   httpsGet,
   serviceAccountToken,
 } from '../support/metrics-access.ts';
+import { availablePercent, imagefsPressureFlags, runNodeOnce } from '../support/kubegc-node.ts';
 import { breakConversion, configMap, ownerRef } from '../support/objects.ts';
-import { serviceAccountKubeconfig } from '../support/service-account.ts';
+import {
+  KUBEGC_NODE_SERVICE_ACCOUNT,
+  serviceAccountKubeconfig,
+} from '../support/service-account.ts';
 import { selfSignedCert } from '../support/tls.ts';
 
 const log = (l: string): void => void process.stderr.write(`\ndocs-commands: ${l}`);
 
 const SYSTEM_NS = 'kubegc-system';
 const NODE = 'docs-commands-node';
+/** The kubegc node pod the node alerts' runbooks read (POD in their commands). */
+const NODE_POD = 'kubegc-node-docs';
 const APISERVICE = 'v1alpha1.docs-commands.kubegc.test';
 const FINALIZER = 'example.com/cleanup';
 const LABELS = { 'app.kubernetes.io/name': 'kubegc', 'app.kubernetes.io/component': 'controller' };
@@ -57,6 +67,8 @@ let baseEnv: NodeJS.ProcessEnv;
 let podKubegcMetrics: () => string = () => {
   throw new Error('the pod’s kubegc is not running');
 };
+/** What the "kubelet" serves as each kubegc-system pod's log, by pod name. */
+const podLogs = new Map<string, () => string>();
 /** Variables set by the docs' `VAR=$(...)` lines, for the commands after them. */
 const vars: Record<string, string> = {};
 
@@ -79,6 +91,7 @@ const placeholders: Record<string, string> = {
   POD: '',
   OWNER_UID: '',
   'VERSION.GROUP': APISERVICE,
+  NODE,
 };
 
 /** Commands whose placeholders stand for another object than the default ones. */
@@ -91,6 +104,16 @@ const PLACEHOLDER_OVERRIDES: Record<string, Record<string, string>> = {
   'kubectl auth can-i list RESOURCE -A --as system:serviceaccount:kubegc-system:kubegc-controller':
     { RESOURCE: FORBIDDEN_RESOURCE },
   'kubectl get RESOURCE -A --request-timeout=30s | head': { RESOURCE: FORBIDDEN_RESOURCE },
+  // The node alerts' runbooks: POD is the kubegc node pod.
+  ...Object.fromEntries(
+    [
+      `grep -E '"level":"(warn|error)"'`,
+      `grep "this node's pods"`,
+      "grep 'disk pressure'",
+      "grep -E 'unavailable|failed|could not|state file'",
+      'describe pod POD',
+    ].map((part) => [cmd(part), { POD: NODE_POD }]),
+  ),
 };
 
 /** Rewrites that are not placeholders: what is local in the docs is this test's here. */
@@ -131,7 +154,7 @@ function concrete(text: string): string {
   let out = text;
   for (const r of rewrites) if (out.includes(r.from)) out = out.split(r.from).join(r.to());
   const values = { ...placeholders, ...PLACEHOLDER_OVERRIDES[text] };
-  out = out.replace(/\b(VERSION\.GROUP|NAMESPACE|RESOURCE|OWNER_UID|NAME|POD)\b/g, (p) => {
+  out = out.replace(/\b(VERSION\.GROUP|NAMESPACE|RESOURCE|OWNER_UID|NAME|POD|NODE)\b/g, (p) => {
     const v = values[p];
     if (!v) throw new Error(`no value for ${p} yet (running \`${text}\`)`);
     return v;
@@ -524,6 +547,43 @@ const STALLED_PLURAL = `gadgets${STALLED_SUFFIX}`;
 const STALLED_CRD = `${STALLED_PLURAL}.${STALLED_GROUP}`;
 const DEBUGGER_BINDING = 'docs-commands-my-debugger';
 
+/** A kubegc-system pod bound to NODE, Running and Ready as its kubelet would report it. */
+async function markRunning(name: string, container: string): Promise<void> {
+  const now = new Date().toISOString();
+  await c.core.patchNamespacedPodStatus({
+    namespace: SYSTEM_NS,
+    name,
+    // Field by field: the rest of the status (qosClass) stays as the API server set it.
+    body: [
+      { op: 'add', path: '/status/phase', value: 'Running' },
+      { op: 'add', path: '/status/startTime', value: now },
+      {
+        op: 'add',
+        path: '/status/conditions',
+        value: [
+          { type: 'PodScheduled', status: 'True', lastTransitionTime: now },
+          { type: 'Ready', status: 'True', lastTransitionTime: now },
+        ],
+      },
+      {
+        op: 'add',
+        path: '/status/containerStatuses',
+        value: [
+          {
+            name: container,
+            image: 'ghcr.io/kubegc/kubegc:0.1.0',
+            imageID: '',
+            ready: true,
+            restartCount: 0,
+            started: true,
+            state: { running: { startedAt: now } },
+          },
+        ],
+      },
+    ],
+  });
+}
+
 /** Lets a namespace go: its ConfigMaps' finalizers (this file's holds) removed. */
 async function dropFinalizers(namespace: string): Promise<void> {
   for (const cm of (await c.core.listNamespacedConfigMap({ namespace })).items)
@@ -750,11 +810,12 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
     const { key, cert } = selfSignedCert(['127.0.0.1']);
     kubelet = https.createServer({ key, cert }, (req, res) => {
       const m = /^\/containerLogs\/([^/]+)\/([^/]+)\/([^/?]+)/.exec(req.url ?? '');
-      if (!m || m[1] !== SYSTEM_NS || m[2] !== placeholders.POD) {
+      const served = m && m[1] === SYSTEM_NS ? podLogs.get(m[2] ?? '') : undefined;
+      if (!served) {
         res.writeHead(404).end(`no such container: ${req.url}`);
         return;
       }
-      res.writeHead(200, { 'content-type': 'text/plain' }).end(podLog);
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(served());
     });
     await new Promise<void>((resolve) => kubelet?.listen(0, '127.0.0.1', resolve));
     const port = (kubelet.address() as AddressInfo).port;
@@ -818,44 +879,13 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
         .sort()[0];
     });
     placeholders.POD = podName;
+    podLogs.set(podName, () => podLog);
     await c.core.createNamespacedPodBinding({
       namespace: SYSTEM_NS,
       name: podName,
       body: { metadata: { name: podName }, target: { kind: 'Node', name: NODE } },
     });
-    const now = new Date().toISOString();
-    await c.core.patchNamespacedPodStatus({
-      namespace: SYSTEM_NS,
-      name: podName,
-      // Field by field: the rest of the status (qosClass) stays as the API server set it.
-      body: [
-        { op: 'add', path: '/status/phase', value: 'Running' },
-        { op: 'add', path: '/status/startTime', value: now },
-        {
-          op: 'add',
-          path: '/status/conditions',
-          value: [
-            { type: 'PodScheduled', status: 'True', lastTransitionTime: now },
-            { type: 'Ready', status: 'True', lastTransitionTime: now },
-          ],
-        },
-        {
-          op: 'add',
-          path: '/status/containerStatuses',
-          value: [
-            {
-              name: 'kubegc',
-              image: 'ghcr.io/kubegc/kubegc:0.1.0',
-              imageID: '',
-              ready: true,
-              restartCount: 0,
-              started: true,
-              state: { running: { startedAt: now } },
-            },
-          ],
-        },
-      ],
-    });
+    await markRunning(podName, 'kubegc');
 
     // A deletion held by a finalizer: the owner in foreground deletion, its dependent
     // deleted by the pod's kubegc but held by example.com/cleanup.
@@ -971,7 +1001,7 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
       'kubectl -n kubegc-system describe pods -l app.kubernetes.io/component=controller',
     );
     expect(described.stdout).toMatch(new RegExp(`Node:\\s+${NODE}`));
-    const wide = await run(cmd('-o wide'));
+    const wide = await run(cmd('app.kubernetes.io/component=controller -o wide'));
     expect(wide.stdout).toMatch(new RegExp(`${placeholders.POD}.*Running.*${NODE}`));
 
     const leader = pod?.lines.find((l) => l.msg === 'became leader');
@@ -1121,6 +1151,165 @@ describe('docs/doctor.md and docs/runbooks/: a deletion held by a finalizer, an 
       async () =>
         !(await exists(() => c.core.readNamespacedConfigMap({ namespace: ns, name: 'held' }))),
     );
+  });
+
+  describe('docs/runbooks/ of the node alerts: a kubegc node pod on that Node, its log from real runs', () => {
+    let nc: TestContainerd | undefined;
+    /** The note of each event the runs recorded on NODE (this run's Node), by reason. */
+    const notes = new Map<string, string>();
+
+    beforeAll(async () => {
+      // A reused control plane keeps earlier runs' events about this Node's name.
+      await c.core.deleteCollectionNamespacedEvent({
+        namespace: 'default',
+        fieldSelector: `involvedObject.kind=Node,involvedObject.name=${NODE}`,
+      });
+      nc = await startContainerd({ sizeMiB: 64 });
+      const h = nc;
+      // A pod running here that the API does not bind to NODE (ready-pods-unlisted),
+      // and an image pulled just now (younger than --image-minimum-gc-age).
+      await h.runPod({ name: 'not-in-the-api' });
+      await h.importImages([{ name: 'kubegc.test/docs-fresh:1', layers: [randomLayer(4 << 20)] }]);
+      const kubeconfig = await serviceAccountKubeconfig(cluster, KUBEGC_NODE_SERVICE_ACCOUNT);
+      const api = ['--kubeconfig', kubeconfig, '--node-name', NODE];
+      // A pressure reclaim is due and finds nothing it may remove. The state
+      // file's directory is a file.
+      const notADirectory = path.join(tmp, 'not-a-directory');
+      await fs.writeFile(notADirectory, '');
+      const pressure = await runNodeOnce(h, [
+        ...api,
+        ...imagefsPressureFlags(h, await availablePercent(h)),
+        '--state-file',
+        path.join(notADirectory, 'node-state.json'),
+      ]);
+      expect(pressure.code).toBe(3); // a pressure reclaim fell short
+      // No runtime behind the socket.
+      const down = await runNodeOnce(h, [
+        ...api,
+        '--cri-endpoint',
+        `unix://${path.join(h.dir, 'no-runtime.sock')}`,
+      ]);
+      expect(down.code).toBe(1);
+      // Its log: what both wrote (JSON.stringify of a parsed line gives the line back).
+      const nodeLog = [...pressure.lines, ...down.lines]
+        .map((l) => `${JSON.stringify(l)}\n`)
+        .join('');
+      podLogs.set(NODE_POD, () => nodeLog);
+      await c.core.createNamespacedPod({
+        namespace: SYSTEM_NS,
+        body: {
+          metadata: {
+            name: NODE_POD,
+            labels: {
+              'app.kubernetes.io/name': 'kubegc-node',
+              'app.kubernetes.io/component': 'node',
+              ...MINE,
+            },
+          },
+          spec: {
+            nodeName: NODE,
+            automountServiceAccountToken: false,
+            tolerations: [{ operator: 'Exists' }],
+            containers: [{ name: 'kubegc', image: 'ghcr.io/kubegc/kubegc:0.1.0', args: ['node'] }],
+          },
+        },
+      });
+      await markRunning(NODE_POD, 'kubegc');
+      // Recorded before each run exited; read back as this run's (the Node's UID).
+      const node = await c.core.readNode({ name: NODE });
+      const events = await c.core.listNamespacedEvent({
+        namespace: 'default',
+        fieldSelector: `involvedObject.uid=${node.metadata?.uid ?? ''}`,
+      });
+      for (const e of events.items) if (e.reason) notes.set(e.reason, e.message ?? '');
+    }, 300_000);
+
+    afterAll(async () => {
+      podLogs.delete(NODE_POD);
+      await c.core
+        .deleteNamespacedPod({ namespace: SYSTEM_NS, name: NODE_POD, gracePeriodSeconds: 0 })
+        .catch(() => undefined);
+      await nc?.teardown();
+    });
+
+    test('the common steps: the pod on its node, its warnings and errors, the Node’s events', async () => {
+      expect([...notes.keys()].sort()).toEqual([
+        'ContainerGCFailed',
+        'DiskPressureReclaimFailed',
+        'ImageGCFailed',
+        'PodsUnknown',
+      ]);
+      const pods = await run(
+        'kubectl -n kubegc-system get pods -l app.kubernetes.io/name=kubegc-node -o wide',
+      );
+      expect(pods.stdout).toMatch(new RegExp(`${NODE_POD}\\s.*Running.*${NODE}`));
+      const bad = await run(cmd(`grep -E '"level":"(warn|error)"'`));
+      const lines = bad.stdout.trim().split('\n');
+      for (const l of lines) expect(l).toMatch(/"level":"(warn|error)"/);
+      expect(bad.stdout).toContain("this node's pods are unknown");
+      expect(bad.stdout).toContain('container runtime unavailable');
+      const events = await run(
+        'kubectl get events -A --field-selector involvedObject.kind=Node,involvedObject.name=NODE',
+      );
+      for (const reason of notes.keys()) expect(events.stdout).toContain(reason);
+    });
+
+    test('KubegcNodePodsUnknown: the PodsUnknown event and error line, the Node and its pods, what kubegc node may read', async () => {
+      expect(notes.get('PodsUnknown')).toContain(
+        'include none of the pods whose sandboxes are ready here',
+      );
+      const events = await run('kubectl get events -A --field-selector reason=PodsUnknown');
+      expect(events.stdout).toMatch(new RegExp(`PodsUnknown\\s+node/${NODE}\\s`));
+      const unknown = await run(cmd(`grep "this node's pods"`));
+      expect(unknown.stdout).toContain('"reason":"ready-pods-unlisted"');
+      expect(unknown.stdout).toContain(`"node":"${NODE}"`);
+      const nodes = await run('kubectl get nodes -o wide');
+      expect(nodes.stdout).toMatch(new RegExp(`^${NODE}\\s`, 'm'));
+      const onNode = await run('kubectl get pods -A --field-selector spec.nodeName=NODE -o wide');
+      expect(onNode.stdout).toContain(NODE_POD);
+      expect(onNode.stdout).toContain(placeholders.POD);
+      for (const verb of ['list pods -A', 'get nodes']) {
+        const can = await run(cmd(`kubectl auth can-i ${verb} --as`));
+        expect(can.stdout.trim()).toBe('yes');
+      }
+    });
+
+    test('KubegcNodeDiskPressureReclaimFailing: DiskPressureReclaimFailed says what was kept and why, so does the log; the Node shows it', async () => {
+      // A dedicated imagefs (--root-dir is elsewhere): containerfs is imagefs's too.
+      expect(notes.get('DiskPressureReclaimFailed')).toMatch(
+        /^(imagefs|containerfs)\.available: .*; images kept: 1 the sandbox image, 1 younger than --image-minimum-gc-age$/,
+      );
+      const events = await run(
+        'kubectl get events -A --field-selector reason=DiskPressureReclaimFailed',
+      );
+      expect(events.stdout).toContain('younger than --image-minimum-gc-age');
+      const reclaim = await run(cmd("grep 'disk pressure'"));
+      const done = jsonLines(reclaim.stdout).filter((l) => l.msg === 'disk pressure reclaim done');
+      expect(done).toContainEqual(
+        expect.objectContaining({
+          level: 'warn',
+          signal: 'imagefs.available',
+          result: 'short',
+          imagesKept: { 'sandbox-image': 1, 'too-young': 1 },
+        }),
+      );
+      const described = await run('kubectl describe node NODE');
+      expect(described.stdout).toMatch(/Events:[\s\S]*DiskPressureReclaimFailed/);
+    });
+
+    test('KubegcNodeGCFailing: the error lines, ImageGCFailed and ContainerGCFailed, the pod', async () => {
+      const failing = await run(cmd("grep -E 'unavailable|failed|could not|state file'"));
+      const msgs = new Set(jsonLines(failing.stdout).map((l) => l.msg));
+      expect(msgs).toContain('container runtime unavailable');
+      expect(msgs).toContain('cannot write the state file');
+      for (const reason of ['ImageGCFailed', 'ContainerGCFailed']) {
+        const events = await run(`kubectl get events -A --field-selector reason=${reason}`);
+        expect(events.stdout).toMatch(new RegExp(`${reason}\\s+node/${NODE}\\s`));
+        expect(notes.get(reason)).toContain('garbage collection failed');
+      }
+      const described = await run(cmd('describe pod POD'));
+      expect(described.stdout).toMatch(new RegExp(`Node:\\s+${NODE}`));
+    });
   });
 });
 

@@ -9,19 +9,13 @@ import { existsSync } from 'node:fs';
 import { e2e } from '../support/e2e.ts';
 import { nodeObject } from '../support/objects.ts';
 import { fileContainerd } from '../support/containerd.ts';
-import { runNodeOnce } from '../support/kubegc-node.ts';
+import { availablePercent, imagefsPressureFlags, runNodeOnce } from '../support/kubegc-node.ts';
 import { randomLayer } from '../../cluster/oci-image.ts';
 
 const MiB = 1024 * 1024;
 
 const { cluster, c } = await e2e();
 const h = await fileContainerd({ sizeMiB: 256, resetBeforeEach: true });
-
-/** Percent of the image filesystem available, as the kubelet's signal has it (floor). */
-async function availablePercent(): Promise<number> {
-  const fs = await h.fs();
-  return Math.floor((Math.min(fs.availableBytes, fs.capacityBytes) * 100) / fs.capacityBytes);
-}
 
 /**
  * Flags for one pressure check: only imagefs.available, its threshold 3% below
@@ -38,14 +32,7 @@ function pressureFlags(available: number): string[] {
     '99',
     '--image-minimum-gc-age',
     '0',
-    '--eviction-hard',
-    `imagefs.available<${available - 3}%`,
-    '--eviction-reclaim-margin',
-    '5%',
-    '--pressure-check-period',
-    '10s',
-    '--root-dir',
-    h.dir,
+    ...imagefsPressureFlags(h, available),
   ];
 }
 
@@ -67,7 +54,7 @@ test('imagefs.available within the margin of its threshold: unused images go, ol
       layers: [randomLayer(8 * MiB)],
     })),
   );
-  const available = await availablePercent();
+  const available = await availablePercent(h);
   expect(available).toBeGreaterThan(10);
   expect(available).toBeLessThan(90);
 
@@ -141,7 +128,7 @@ describe('with API access', () => {
     expect(await h.containerIds()).toContain(first);
 
     // Under pressure it goes, with its sandbox; its logs stay (the Pod exists).
-    const pressure = await runNodeOnce(h, [...api, ...pressureFlags(await availablePercent())]);
+    const pressure = await runNodeOnce(h, [...api, ...pressureFlags(await availablePercent(h))]);
     expect(pressure.code).toBe(0);
     expect(pressure.removedContainers()).toEqual([first]);
     expect(pressure.logged('removed container')[0]).toMatchObject({ reason: 'pod-terminated' });

@@ -149,6 +149,23 @@ export const RUN_BY_E2E: readonly string[] = [
   'kubectl -n kubegc-system get pods -l app.kubernetes.io/name=kubegc,app.kubernetes.io/component=controller -o wide',
   `kubectl -n kubegc-system logs POD | grep '"level":"warn"' | tail -50`,
   'curl -sk -H "Authorization: Bearer $TOKEN" https://127.0.0.1:8443/metrics | grep -E \'^kubegc_(blocked|oldest|pending)\'',
+  // docs/runbooks/ of the node alerts
+  'kubectl -n kubegc-system get pods -l app.kubernetes.io/name=kubegc-node -o wide',
+  `kubectl -n kubegc-system logs POD | grep -E '"level":"(warn|error)"' | tail -50`,
+  'kubectl get events -A --field-selector involvedObject.kind=Node,involvedObject.name=NODE',
+  'kubectl get events -A --field-selector reason=PodsUnknown',
+  `kubectl -n kubegc-system logs POD | grep "this node's pods"`,
+  'kubectl get nodes -o wide',
+  'kubectl get pods -A --field-selector spec.nodeName=NODE -o wide',
+  'kubectl auth can-i list pods -A --as system:serviceaccount:kubegc-system:kubegc-node',
+  'kubectl auth can-i get nodes --as system:serviceaccount:kubegc-system:kubegc-node',
+  'kubectl get events -A --field-selector reason=DiskPressureReclaimFailed',
+  "kubectl -n kubegc-system logs POD | grep 'disk pressure'",
+  'kubectl describe node NODE',
+  "kubectl -n kubegc-system logs POD | grep -E 'unavailable|failed|could not|state file'",
+  'kubectl get events -A --field-selector reason=ImageGCFailed',
+  'kubectl get events -A --field-selector reason=ContainerGCFailed',
+  'kubectl -n kubegc-system describe pod POD',
 ];
 
 /** A file that runs a command (or its exact equivalent), and words of the command it must contain. */

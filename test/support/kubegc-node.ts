@@ -28,6 +28,31 @@ export const EVERY_UNPROTECTED_IMAGE = [
   '0',
 ];
 
+/** Percent of the image filesystem available, as the kubelet's signal has it (floor). */
+export async function availablePercent(h: TestContainerd): Promise<number> {
+  const fs = await h.fs();
+  return Math.floor((Math.min(fs.availableBytes, fs.capacityBytes) * 100) / fs.capacityBytes);
+}
+
+/**
+ * Pressure reclaim on imagefs.available alone, due now: its threshold 3% below
+ * `available` (so the kubelet would not evict yet) and a 5% margin, so a
+ * reclaim runs (once with --once) and aims 7% above that level; the kubelet's
+ * root is the test containerd's directory.
+ */
+export function imagefsPressureFlags(h: TestContainerd, available: number): string[] {
+  return [
+    '--eviction-hard',
+    `imagefs.available<${available - 3}%`,
+    '--eviction-reclaim-margin',
+    '5%',
+    '--pressure-check-period',
+    '10s',
+    '--root-dir',
+    h.dir,
+  ];
+}
+
 /** The flags every test run shares: this containerd, its log directories, no HTTP endpoints. */
 export function nodeArgs(h: TestContainerd, extra: string[]): string[] {
   return [

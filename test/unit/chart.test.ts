@@ -325,7 +325,7 @@ describe('helm template renders what kubectl kustomize renders', () => {
     );
   });
 
-  test('a workload turned off takes its ServiceMonitor (and the controller its alerts) along', () => {
+  test('a workload turned off takes its ServiceMonitor and its alerts along', () => {
     const all = kustomize({ components: ALL_COMPONENTS });
     expectSameObjects(
       helmTemplate({ createNamespace: true, ...ALL_ON, controller: { enabled: false } }),
@@ -340,6 +340,7 @@ describe('helm template renders what kubectl kustomize renders', () => {
       without(all, [
         ...keysOfFiles('node/rbac.yaml', 'node/daemonset.yaml'),
         `monitoring.coreos.com/v1 ServiceMonitor ${NAMESPACE}/kubegc-node`,
+        `monitoring.coreos.com/v1 PrometheusRule ${NAMESPACE}/kubegc-node`,
       ]),
     );
   });
@@ -613,6 +614,7 @@ describe('the chart and what it is checked against', () => {
   // Copies, not links: a packaged chart carries no file outside its directory.
   test.each([
     ['files/prometheusrule.yaml', 'prometheusrule.yaml'],
+    ['files/prometheusrule-node.yaml', 'prometheusrule-node.yaml'],
     ['dashboards/kubegc.json', 'dashboards/kubegc.json'],
   ])("%s is the component's %s", (copy, original) => {
     const from = path.join(PROMETHEUS_COMPONENT, original);
@@ -657,6 +659,7 @@ describe('helm package', () => {
         'kubegc/values.schema.json',
         'kubegc/README.md',
         'kubegc/files/prometheusrule.yaml',
+        'kubegc/files/prometheusrule-node.yaml',
         'kubegc/dashboards/kubegc.json',
       ]),
     );

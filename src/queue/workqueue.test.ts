@@ -84,7 +84,7 @@ describe('WorkQueue ordering and de-duplication', () => {
     const r = recorder(() => done);
     const q = queue(r.process);
     const keys = ['e', 'a', 'd', 'b', 'c'];
-    for (const k of keys) q.add(k);
+    for (const k of keys) q.add(k, 'user');
     q.start();
     await q.onIdle();
     expect(r.calls).toEqual(keys);
@@ -93,8 +93,8 @@ describe('WorkQueue ordering and de-duplication', () => {
   test('nothing runs before start(); keys added earlier are kept in order', async () => {
     const r = recorder(() => done);
     const q = queue(r.process);
-    q.add('x');
-    q.add('y');
+    q.add('x', 'user');
+    q.add('y', 'user');
     await sleep(5);
     expect(r.calls).toEqual([]);
     expect(q.depth).toBe(2);
@@ -107,7 +107,7 @@ describe('WorkQueue ordering and de-duplication', () => {
     const r = recorder(() => done);
     const q = queue(r.process);
     q.start();
-    q.add('a');
+    q.add('a', 'user');
     // The caller may still be mid-way through the state change that caused the add.
     expect(r.calls).toEqual([]);
     await q.onIdle();
@@ -117,7 +117,7 @@ describe('WorkQueue ordering and de-duplication', () => {
   test('adding a key that is already waiting is a no-op', async () => {
     const r = recorder(() => done);
     const q = queue(r.process);
-    for (const k of ['a', 'b', 'a', 'a', 'b', 'c']) q.add(k);
+    for (const k of ['a', 'b', 'a', 'a', 'b', 'c']) q.add(k, 'user');
     expect(q.depth).toBe(3);
     q.start();
     await q.onIdle();
@@ -132,10 +132,10 @@ describe('WorkQueue ordering and de-duplication', () => {
     });
     const q = queue(r.process, { concurrency: 4 });
     q.start();
-    q.add('a');
+    q.add('a', 'user');
     await until(() => q.processingCount === 1);
-    for (let i = 0; i < 5; i++) q.add('a');
-    q.add('b');
+    for (let i = 0; i < 5; i++) q.add('a', 'user');
+    q.add('b', 'user');
     await until(() => r.calls.includes('b'));
     // Free workers must not pick up 'a' while it is still being processed.
     expect(r.calls.filter((k) => k === 'a')).toHaveLength(1);
@@ -154,7 +154,7 @@ describe('WorkQueue ordering and de-duplication', () => {
     const q = queue(r.process, { concurrency: 8 });
     q.start();
     for (let round = 0; round < 20; round++) {
-      for (const k of ['a', 'b', 'c', 'd']) q.add(k);
+      for (const k of ['a', 'b', 'c', 'd']) q.add(k, 'user');
       await sleep(0);
     }
     await q.onIdle();
@@ -172,7 +172,7 @@ describe('WorkQueue concurrency', () => {
         return done;
       });
       const q = queue(r.process, { concurrency: n });
-      for (let i = 0; i < 40; i++) q.add(`k${i}`);
+      for (let i = 0; i < 40; i++) q.add(`k${i}`, 'user');
       q.start();
       await q.onIdle();
       expect(r.calls).toHaveLength(40);
@@ -193,7 +193,7 @@ describe('WorkQueue concurrency', () => {
       { concurrency: 16 },
     );
     const n = 200_000;
-    for (let i = 0; i < n; i++) q.add(`ns/pod-${i}`);
+    for (let i = 0; i < n; i++) q.add(`ns/pod-${i}`, 'user');
     expect(q.depth).toBe(n);
     q.start();
     await q.onIdle();
@@ -229,7 +229,7 @@ describe('WorkQueue retries', () => {
       rateLimiter: spy,
       onError: (key, error, retries) => errors.push([key, error, retries]),
     });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => seen.length === 4);
     await q.onIdle();
@@ -248,7 +248,7 @@ describe('WorkQueue retries', () => {
     const onError = (_key: string, error: unknown) => errors.push(error);
     const r = recorder((_key, attempt) => (attempt < 3 ? requeue() : done));
     const q = queue(r.process, { onError });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => r.calls.length === 3);
     await q.onIdle();
@@ -265,7 +265,7 @@ describe('WorkQueue retries', () => {
       await gate.promise;
       return done;
     });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => requeues.length === 3);
     expect(q.numRequeues('a')).toBe(2);
@@ -284,7 +284,7 @@ describe('WorkQueue retries', () => {
       if (times.length === 2) return retryAfter(30);
       return done;
     });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => times.length === 2);
     await until(() => q.delayedCount === 1);
@@ -302,11 +302,11 @@ describe('WorkQueue.addAfter', () => {
     const r = recorder(() => done);
     const q = queue(r.process);
     q.start();
-    q.addAfter('a', 60_000);
-    q.addAfter('a', 5);
-    q.addAfter('a', 30_000);
-    q.addAfter('b', 5);
-    q.addAfter('b', 60_000);
+    q.addAfter('a', 60_000, 'user');
+    q.addAfter('a', 5, 'user');
+    q.addAfter('a', 30_000, 'user');
+    q.addAfter('b', 5, 'user');
+    q.addAfter('b', 60_000, 'user');
     expect(q.delayedCount).toBe(2);
     expect(q.depth).toBe(0);
     // Were a 30 s or 60 s timer kept, this would time out.
@@ -317,8 +317,8 @@ describe('WorkQueue.addAfter', () => {
 
   test('a delay of zero or less adds at once', () => {
     const q = queue(async () => done);
-    q.addAfter('a', 0);
-    q.addAfter('b', -5);
+    q.addAfter('a', 0, 'user');
+    q.addAfter('b', -5, 'user');
     expect(q.depth).toBe(2);
     expect(q.delayedCount).toBe(0);
   });
@@ -327,7 +327,7 @@ describe('WorkQueue.addAfter', () => {
     const timers = () => process.getActiveResourcesInfo().filter((t) => t === 'Timeout').length;
     const q = queue(async () => done);
     const before = timers();
-    q.addAfter('a', 60_000);
+    q.addAfter('a', 60_000, 'user');
     expect(q.delayedCount).toBe(1);
     expect(timers()).toBe(before);
     await q.shutDown();
@@ -337,7 +337,7 @@ describe('WorkQueue.addAfter', () => {
     const r = recorder(() => done);
     const q = queue(r.process, { rateLimiter: new ItemExponentialFailureRateLimiter(60_000) });
     q.start();
-    q.addRateLimited('a');
+    q.addRateLimited('a', 'user');
     expect(q.delayedCount).toBe(1);
     expect(q.numRequeues('a')).toBe(1);
     await sleep(5);
@@ -356,9 +356,9 @@ describe('WorkQueue.shutDown and onIdle', () => {
       return key === 'a' ? failed(new Error('late failure')) : done;
     });
     const q = queue(r.process);
-    q.add('a');
-    q.add('b');
-    q.addAfter('c', 60_000);
+    q.add('a', 'user');
+    q.add('b', 'user');
+    q.addAfter('c', 60_000, 'user');
     q.start();
     await until(() => q.processingCount === 1);
 
@@ -368,10 +368,10 @@ describe('WorkQueue.shutDown and onIdle', () => {
     });
     expect(q.delayedCount).toBe(0);
     expect(q.depth).toBe(0);
-    q.add('d');
-    q.add('a');
-    q.addAfter('e', 1);
-    q.addRateLimited('f');
+    q.add('d', 'user');
+    q.add('a', 'user');
+    q.addAfter('e', 1, 'user');
+    q.addRateLimited('f', 'user');
     await sleep(5);
     expect(finished).toBe(false);
 
@@ -384,14 +384,14 @@ describe('WorkQueue.shutDown and onIdle', () => {
     expect(q.processingCount).toBe(0);
 
     q.start();
-    q.add('g');
+    q.add('g', 'user');
     await sleep(5);
     expect(r.calls).toEqual(['a']);
   });
 
   test('shutDown of an idle or never-started queue resolves', async () => {
     const q = queue(async () => done);
-    q.add('a');
+    q.add('a', 'user');
     await q.shutDown();
     expect(q.depth).toBe(0);
     await queue(async () => done).shutDown();
@@ -402,7 +402,7 @@ describe('WorkQueue.shutDown and onIdle', () => {
     const q = queue(r.process);
     await q.onIdle();
     q.start();
-    q.addAfter('a', 10);
+    q.addAfter('a', 10, 'user');
     let idle = false;
     const waiting = q.onIdle().then(() => {
       idle = true;
@@ -442,9 +442,9 @@ describe('WorkQueue metrics', () => {
         },
       },
     );
-    q.add('a');
-    q.add('b');
-    q.add('a'); // no-op, not counted
+    q.add('a', 'user');
+    q.add('b', 'user');
+    q.add('a', 'user'); // no-op, not counted
     t += 500; // both wait 0.5 s before start
     q.start();
     await q.onIdle();
@@ -472,10 +472,10 @@ describe('WorkQueue metrics', () => {
     expect(q.unfinishedWorkSeconds()).toBe(0);
     expect(q.longestRunningProcessorSeconds()).toBe(0);
     q.start();
-    q.add('a');
+    q.add('a', 'user');
     await until(() => q.processingCount === 1);
     t = 3000;
-    q.add('b');
+    q.add('b', 'user');
     await until(() => q.processingCount === 2);
     t = 4000;
     expect(q.unfinishedWorkSeconds()).toBe(4 + 1);

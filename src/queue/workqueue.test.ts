@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ItemExponentialFailureRateLimiter, type RateLimiter } from './rate-limiter.ts';
+import type { Lane } from '../api/lanes.ts';
 import {
+  defaultHousekeepingWorkers,
   done,
   failed,
   requeue,
@@ -31,7 +33,7 @@ async function until(cond: () => boolean): Promise<void> {
 }
 
 function queue(
-  process: (key: string) => Promise<ProcessResult>,
+  process: WorkQueueOptions['process'],
   opts: Partial<WorkQueueOptions> = {},
 ): WorkQueue {
   return new WorkQueue({
@@ -486,5 +488,224 @@ describe('WorkQueue metrics', () => {
     gates.get('b')?.resolve();
     await q.onIdle();
     expect(q.unfinishedWorkSeconds()).toBe(0);
+  });
+});
+
+/** Records `key@lane` of each run, and holds the runs of the keys in `held` until released. */
+function laneRecorder(
+  result: (key: string, lane: Lane, attempt: number) => ProcessResult = () => done,
+) {
+  const calls: string[] = [];
+  const held = new Map<string, Deferred>();
+  const inFlight = new Map<string, number>();
+  let maxPerKey = 0;
+  const running: Record<Lane, number> = { user: 0, housekeeping: 0 };
+  const maxRunning: Record<Lane, number> = { user: 0, housekeeping: 0 };
+  const process = async (key: string, lane: Lane): Promise<ProcessResult> => {
+    calls.push(`${key}@${lane}`);
+    const attempt = calls.filter((c) => c.startsWith(`${key}@`)).length;
+    const n = (inFlight.get(key) ?? 0) + 1;
+    inFlight.set(key, n);
+    maxPerKey = Math.max(maxPerKey, n);
+    running[lane]++;
+    maxRunning[lane] = Math.max(maxRunning[lane], running[lane]);
+    try {
+      await held.get(key)?.promise;
+      return result(key, lane, attempt);
+    } finally {
+      running[lane]--;
+      inFlight.set(key, n - 1);
+    }
+  };
+  return {
+    process,
+    calls,
+    /** Runs of `key` wait until release(key). */
+    hold(...keys: string[]) {
+      for (const k of keys) held.set(k, deferred());
+    },
+    release(...keys: string[]) {
+      for (const k of keys) {
+        held.get(k)?.resolve();
+        held.delete(k);
+      }
+    },
+    running,
+    maxRunning,
+    get maxPerKey() {
+      return maxPerKey;
+    },
+  };
+}
+
+describe('WorkQueue lanes', () => {
+  test('user keys are taken before housekeeping keys that waited longer', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    for (const k of ['h1', 'h2', 'h3']) q.add(k, 'housekeeping');
+    q.add('u1', 'user');
+    q.start();
+    // A user key arriving while housekeeping runs goes next, ahead of the rest.
+    r.hold('h1');
+    await until(() => r.calls.length === 2);
+    q.add('u2', 'user');
+    r.release('h1');
+    await q.onIdle();
+    expect(r.calls).toEqual([
+      'u1@user',
+      'h1@housekeeping',
+      'u2@user',
+      'h2@housekeeping',
+      'h3@housekeeping',
+    ]);
+  });
+
+  test('a waiting housekeeping key asked for as user moves to the user lane, once', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    for (const k of ['h1', 'h2', 'h3']) q.add(k, 'housekeeping');
+    q.add('u1', 'user');
+    q.add('h3', 'user');
+    expect([q.laneDepth('user'), q.laneDepth('housekeeping'), q.depth]).toEqual([2, 2, 4]);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(['u1@user', 'h3@user', 'h1@housekeeping', 'h2@housekeeping']);
+  });
+
+  test('never demoted: a user key asked for as housekeeping stays in the user lane', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    q.add('h1', 'housekeeping');
+    q.add('u1', 'user');
+    q.add('u1', 'housekeeping');
+    expect([q.laneDepth('user'), q.laneDepth('housekeeping')]).toEqual([1, 1]);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(['u1@user', 'h1@housekeeping']);
+  });
+
+  test('re-added while processing in any lanes: once more after, in the higher, never concurrently', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 4 });
+    q.start();
+    r.hold('k');
+    q.add('k', 'housekeeping');
+    await until(() => r.calls.length === 1);
+    q.add('k', 'housekeeping');
+    q.add('k', 'user');
+    q.add('k', 'housekeeping');
+    // Waiting for the current run, not in a lane (a worker would take it).
+    expect(q.depth).toBe(0);
+    r.release('k');
+    await q.onIdle();
+    expect(r.calls).toEqual(['k@housekeeping', 'k@user']);
+    expect(r.maxPerKey).toBe(1);
+  });
+
+  test('promotion under churn never runs a key on two workers', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 8 });
+    q.start();
+    const lanes: Lane[] = ['housekeeping', 'user'];
+    for (let round = 0; round < 200; round++) {
+      for (const k of ['a', 'b', 'c', 'd'])
+        q.add(k, lanes[(round + k.charCodeAt(0)) % 2] ?? 'user');
+      if (round % 3 === 0) await settle();
+    }
+    await q.onIdle();
+    expect(r.maxPerKey).toBe(1);
+  });
+
+  test('a retry keeps its lane and its own backoff', async () => {
+    const r = laneRecorder((key, _lane, attempt) => (attempt < 3 ? requeue() : done));
+    const q = queue(r.process, { rateLimiter: new ItemExponentialFailureRateLimiter(1, 50) });
+    q.add('h', 'housekeeping');
+    q.add('u', 'user');
+    q.start();
+    await until(() => r.calls.filter((c) => c.startsWith('h@')).length === 2);
+    // Each key counts its own failures.
+    expect(q.numRequeues('h')).toBe(2);
+    await q.onIdle();
+    expect(r.calls.filter((c) => c.startsWith('h@'))).toEqual(Array(3).fill('h@housekeeping'));
+    expect(r.calls.filter((c) => c.startsWith('u@'))).toEqual(Array(3).fill('u@user'));
+    expect([q.numRequeues('h'), q.numRequeues('u')]).toEqual([0, 0]);
+  });
+
+  test('one pending delay per key: the earliest, in the higher lane asked for', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    q.start();
+    q.addAfter('a', 20, 'housekeeping');
+    q.addAfter('a', 60_000, 'user');
+    q.addAfter('b', 60_000, 'housekeeping');
+    q.addAfter('b', 20, 'user');
+    q.addAfter('c', 20, 'housekeeping');
+    expect(q.delayedCount).toBe(3);
+    await q.onIdle();
+    expect(r.calls.sort()).toEqual(['a@user', 'b@user', 'c@housekeeping']);
+  });
+
+  test('housekeeping never holds every worker: a user key runs while it fills its share', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 4 });
+    const hk = Array.from({ length: 10 }, (_, i) => `h${i}`);
+    r.hold(...hk);
+    for (const k of hk) q.add(k, 'housekeeping');
+    q.start();
+    await until(() => r.running.housekeeping === 3);
+    await settle();
+    expect(r.running.housekeeping).toBe(3);
+    q.add('u', 'user');
+    await until(() => r.calls.includes('u@user'));
+    expect(r.running.housekeeping).toBe(3);
+    r.release(...hk);
+    await q.onIdle();
+    expect(r.maxRunning.housekeeping).toBe(3);
+    expect(r.calls.length).toBe(11);
+  });
+
+  test('user work may take every worker', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 4 });
+    const user = Array.from({ length: 6 }, (_, i) => `u${i}`);
+    r.hold(...user);
+    for (const k of user) q.add(k, 'user');
+    q.start();
+    await until(() => r.running.user === 4);
+    r.release(...user);
+    await q.onIdle();
+    expect(r.maxRunning.user).toBe(4);
+  });
+
+  test.each([
+    [1, 1],
+    [2, 1],
+    [4, 3],
+    [20, 15],
+  ])('%i workers: housekeeping may hold %i', (workers, housekeeping) => {
+    expect(defaultHousekeepingWorkers(workers)).toBe(housekeeping);
+  });
+
+  test("each lane's depth and oldest waiting key's age; a promoted key's age counts from its promotion", () => {
+    let t = 0;
+    const q = queue(() => Promise.resolve(done), { now: () => t });
+    expect([q.oldestWaitingSeconds('user'), q.oldestWaitingSeconds('housekeeping')]).toEqual([
+      0, 0,
+    ]);
+    q.add('h1', 'housekeeping');
+    t = 1000;
+    q.add('h2', 'housekeeping');
+    t = 3000;
+    q.add('u1', 'user');
+    t = 4000;
+    expect([q.oldestWaitingSeconds('user'), q.oldestWaitingSeconds('housekeeping')]).toEqual([
+      1, 4,
+    ]);
+    q.add('h1', 'user');
+    t = 4500;
+    expect([q.laneDepth('user'), q.laneDepth('housekeeping')]).toEqual([2, 1]);
+    expect([q.oldestWaitingSeconds('user'), q.oldestWaitingSeconds('housekeeping')]).toEqual([
+      1.5, 3.5,
+    ]);
   });
 });

@@ -11,16 +11,68 @@
 // order of magnitude), so that the backlog lasts about two minutes. The test
 // asserts on order, not on time: when the cascade is done, few of the owner
 // reads have been sent (they all would have, before it, with one FIFO), and
-// in the end every leaked object is collected too.
+// in the end every leaked object is collected too. Meanwhile the backlog is
+// in the housekeeping lane's gauges, and `kubegc doctor --gc-metrics` reads
+// them from the collector's HTTPS metrics port beside the leaks it finds.
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import type { InterceptedRequest } from '../../src/api/client.ts';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { kubegcArgv } from '../../cluster/kubegc-command.ts';
+import { KubeClient, type InterceptedRequest } from '../../src/api/client.ts';
+import type { Report } from '../../src/doctor/analyze.ts';
+import { silentLogger } from '../../src/log.ts';
 import { createControllerMetrics } from '../../src/observability/metrics.ts';
-import { waitFor } from '../support/cluster.ts';
+import { controllerProbes } from '../../src/observability/probes.ts';
+import { secureServing } from '../../src/observability/secure-serving.ts';
+import { startObservabilityServer } from '../../src/observability/server.ts';
+import { kubeConfig, waitFor } from '../support/cluster.ts';
 import { afterFile, e2e } from '../support/e2e.ts';
 import { e2eLogger, startInProcessGc } from '../support/in-process-gc.ts';
+import {
+  applyMetricsReaderRoles,
+  deleteBindings,
+  serviceAccountToken,
+} from '../support/metrics-access.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
 
 const { cluster, c, namespace } = await e2e();
+await applyMetricsReaderRoles(cluster);
+const readerNs = await namespace('lanes-reader');
+afterFile(() => deleteBindings(c, readerNs));
+const readerTokenFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'kubegc-lanes-')), 'token');
+writeFileSync(
+  readerTokenFile,
+  await serviceAccountToken(c, readerNs, 'scraper', ['kubegc-metrics-reader']),
+);
+
+/** `kubegc doctor -n NS -o json` with the view of the collector whose /metrics is at `url`. */
+async function doctorWithGc(ns: string, url: string): Promise<Report> {
+  const out = await promisify(execFile)(
+    process.execPath,
+    kubegcArgv([
+      'doctor',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '-n',
+      ns,
+      '-o',
+      'json',
+      '--gc-metrics',
+      url,
+      '--gc-metrics-token-file',
+      readerTokenFile,
+      '--gc-metrics-insecure-skip-tls-verify',
+    ]),
+    { maxBuffer: 64 << 20 },
+  ).then(
+    (r) => r.stdout,
+    (e: { stdout: string }) => e.stdout, // exit 1: findings (the leaks)
+  );
+  return JSON.parse(out) as Report;
+}
 
 const LEAKED = 1_200;
 const CASCADE = 50;
@@ -73,6 +125,23 @@ test("a user's Background cascade right after a restart is done before the resta
     rateLimited: (lane) => g.client.rateLimited(lane),
     isLeader: () => true,
   });
+  // Its metrics port as `kubegc controller` serves it: HTTPS, a reader's token reviewed by the API server.
+  const reviewClient = await KubeClient.create(kubeConfig(cluster), {
+    userAgent: 'kubegc-e2e-lanes metrics-auth',
+  });
+  afterFile(() => reviewClient.close());
+  const server = await startObservabilityServer({
+    metricsAddress: '127.0.0.1:0',
+    healthAddress: '0',
+    secure: await secureServing(
+      { secure: true, tokenTtlMs: 10_000, allowedTtlMs: 10_000, deniedTtlMs: 10_000 },
+      reviewClient,
+      silentLogger,
+    ),
+    registry: metrics.registry,
+    ...controllerProbes(gc),
+  });
+  afterFile(() => server.close());
 
   // The user's deletion, as soon as the collector runs.
   await c.core.deleteNamespacedConfigMap({
@@ -110,6 +179,16 @@ test("a user's Background cascade right after a restart is done before the resta
   expect(gauge('kubegc_workqueue_lane_depth', 'housekeeping')).toBeGreaterThan(LEAKED / 4);
   expect(gauge('kubegc_workqueue_lane_oldest_seconds', 'housekeeping')).toBeGreaterThan(0);
   expect(gauge('kubegc_workqueue_lane_depth', 'user')).toBe(0);
+
+  // kubegc doctor tells both stories: the leaks it finds, and the running GC working through them.
+  const report = await doctorWithGc(ns, `https://${server.metrics ?? ''}/metrics`);
+  expect(report.gc?.error).toBeUndefined();
+  expect(report.gc?.leader).toBe(true);
+  const lane = (l: string) =>
+    report.gc?.lanes.find((x) => x.queue === 'garbage_collector_attempt_to_delete' && x.lane === l);
+  expect(lane('housekeeping')?.waiting).toBeGreaterThan(0);
+  expect(lane('user')?.waiting).toBe(0);
+  expect(report.summary.byKind['leaked-dependent']).toBeGreaterThan(0);
 
   // Housekeeping was slowed, not stopped: every leaked object goes too.
   await waitFor(

@@ -3,16 +3,23 @@
 // and a caller that finds it empty takes a token anyway (the count goes
 // negative) and is told how long to wait. Because every reservation pushes the
 // balance further down, later callers always wait longer than earlier ones, so
-// waiting is FIFO-fair without keeping a queue of waiters.
+// waiting is FIFO-fair without keeping a queue of waiters (TokenBucket: the
+// work queues' overall retry limit). The API client's bucket keeps a queue per
+// lane instead, because a user request must overtake housekeeping requests
+// already waiting (LaneTokenBucket).
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Lane } from './lanes.ts';
 
-export class TokenBucket {
+/**
+ * The refill both buckets share: it starts full, gains `qps` tokens a second,
+ * holds at most `burst`.
+ */
+abstract class Refill {
   readonly qps: number;
   readonly burst: number;
   private readonly now: () => number;
-  private tokens: number;
+  protected tokens: number;
   private last: number;
 
   /**
@@ -21,7 +28,7 @@ export class TokenBucket {
    * @param now millisecond clock; monotonic by default so wall-clock jumps do not
    *   grant or withhold tokens.
    */
-  constructor(qps: number, burst: number, now: () => number = () => performance.now()) {
+  constructor(qps: number, burst: number, now: () => number) {
     if (qps > 0 && Number.isFinite(qps) && !(burst >= 1)) {
       // x/time/rate with burst 0 refuses every request, which is never what a
       // caller of a rate-limited client means.
@@ -38,20 +45,36 @@ export class TokenBucket {
     return !(this.qps > 0 && Number.isFinite(this.qps));
   }
 
-  /** Takes one token now and returns the milliseconds to wait before using it (0 = go). */
-  reserve(): number {
-    if (this.unlimited) return 0;
+  /** Adds what the time since the last refill earned. */
+  protected refill(): void {
     const t = this.now();
     // A clock that steps backwards must not mint tokens when it steps forward again.
     if (t > this.last) {
       this.tokens = Math.min(this.burst, this.tokens + ((t - this.last) * this.qps) / 1000);
       this.last = t;
     }
-    this.tokens -= 1;
-    if (this.tokens >= 0) return 0;
+  }
+
+  /** Milliseconds until the balance reaches `balance` tokens (0: it has). */
+  protected msUntil(balance: number): number {
     // The epsilon absorbs float error in the refill so 1/qps spacing stays exact;
     // rounding up guarantees the token really exists when the caller wakes.
-    return Math.max(0, Math.ceil((-this.tokens * 1000) / this.qps - 1e-6));
+    return Math.max(0, Math.ceil(((balance - this.tokens) * 1000) / this.qps - 1e-6));
+  }
+}
+
+export class TokenBucket extends Refill {
+  constructor(qps: number, burst: number, now: () => number = () => performance.now()) {
+    super(qps, burst, now);
+  }
+
+  /** Takes one token now and returns the milliseconds to wait before using it (0 = go). */
+  reserve(): number {
+    if (this.unlimited) return 0;
+    this.refill();
+    this.tokens -= 1;
+    // The reservation is paid once the balance is back at 0.
+    return this.tokens >= 0 ? 0 : this.msUntil(0);
   }
 
   /** Waits until a token is available for the caller. */
@@ -101,13 +124,8 @@ const GO: Promise<void> = Promise.resolve();
  * 1/share-th one), so that it never stops altogether; while no user request
  * waits, housekeeping gets every token.
  */
-export class LaneTokenBucket {
-  readonly qps: number;
-  readonly burst: number;
+export class LaneTokenBucket extends Refill {
   readonly housekeepingShare: number;
-  private readonly now: () => number;
-  private tokens: number;
-  private last: number;
   private readonly waiting: Record<Lane, Waiters> = {
     user: new Waiters(),
     housekeeping: new Waiters(),
@@ -117,10 +135,8 @@ export class LaneTokenBucket {
   private timer: NodeJS.Timeout | undefined;
 
   /**
-   * @param qps tokens added per second; `<= 0` (or not finite) means unlimited.
-   * @param burst bucket size, at least 1 when limited.
    * @param housekeepingShare 0 ≤ share < 1: housekeeping's part of the tokens while user requests wait.
-   * @param now millisecond clock (monotonic by default).
+   * The rest as TokenBucket's.
    */
   constructor(
     qps: number,
@@ -128,23 +144,13 @@ export class LaneTokenBucket {
     housekeepingShare: number,
     now: () => number = () => performance.now(),
   ) {
-    if (qps > 0 && Number.isFinite(qps) && !(burst >= 1))
-      throw new RangeError(`token bucket burst must be at least 1, got ${burst}`);
+    super(qps, burst, now);
     // At 1 housekeeping would take every contested token: user work would wait behind it.
     if (!(housekeepingShare >= 0 && housekeepingShare < 1))
       throw new RangeError(
         `housekeeping share must be at least 0 and below 1, got ${housekeepingShare}`,
       );
-    this.qps = qps;
-    this.burst = burst;
     this.housekeepingShare = housekeepingShare;
-    this.now = now;
-    this.tokens = burst;
-    this.last = now();
-  }
-
-  get unlimited(): boolean {
-    return !(this.qps > 0 && Number.isFinite(this.qps));
   }
 
   /** Requests of `lane` waiting for a token. */
@@ -164,15 +170,6 @@ export class LaneTokenBucket {
       this.waiting[lane].push(resolve);
       this.schedule();
     });
-  }
-
-  private refill(): void {
-    const t = this.now();
-    // A clock that steps backwards must not mint tokens when it steps forward again.
-    if (t > this.last) {
-      this.tokens = Math.min(this.burst, this.tokens + ((t - this.last) * this.qps) / 1000);
-      this.last = t;
-    }
   }
 
   /** The lane the next token goes to, or undefined when nobody waits. */
@@ -203,10 +200,7 @@ export class LaneTokenBucket {
   private schedule(): void {
     if (this.timer !== undefined) return;
     if (this.waiting.user.length + this.waiting.housekeeping.length === 0) return;
-    // The epsilon absorbs float error in the refill so 1/qps spacing stays
-    // exact; a timer that still fires a hair early finds no whole token and
-    // schedules itself again.
-    const ms = Math.max(0, Math.ceil(((1 - this.tokens) * 1000) / this.qps - 1e-6));
-    this.timer = setTimeout(() => this.dispatch(), ms);
+    // A timer that fires a hair early finds no whole token and schedules itself again.
+    this.timer = setTimeout(() => this.dispatch(), this.msUntil(1));
   }
 }

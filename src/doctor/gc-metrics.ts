@@ -30,14 +30,14 @@ export interface GcView {
   error?: string;
 }
 
-interface Sample {
+export interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;
 }
 
 /** The samples of the Prometheus text format (comments and malformed lines skipped). */
-function samples(text: string): Sample[] {
+export function parsePrometheusText(text: string): Sample[] {
   const out: Sample[] = [];
   for (const line of text.split('\n')) {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
@@ -56,7 +56,7 @@ function isLane(s: string | undefined): s is Lane {
 
 /** What a running controller's /metrics says about its lanes. */
 export function parseGcMetrics(url: string, text: string): GcView {
-  const all = samples(text);
+  const all = parsePrometheusText(text);
   const leader = all.find((s) => s.name === 'kubegc_leader');
   const lanes = new Map<string, GcLaneView>();
   const laneOf = (s: Sample): GcLaneView | undefined => {

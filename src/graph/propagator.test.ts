@@ -768,6 +768,17 @@ test('an unobserved dependent is reported to each of its owners with the resourc
 });
 
 describe('the lane of each piece of work (docs/how-it-decides.md, "Lanes")', () => {
+  /** Owner o, observed, and its dependent d with a blocking reference; nothing queued yet. */
+  function blockingPair() {
+    const f = setup();
+    f.apply(
+      upsert(meta('o')),
+      upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
+    );
+    f.clear();
+    return f;
+  }
+
   test('an owner never seen: verified in the housekeeping lane, and its dependents queued in the lane that found it gone', () => {
     const { queuedIn, apply, clear } = setup();
     apply(upsert(meta('d1', { ownerReferences: [ref('o1')] })));
@@ -787,12 +798,7 @@ describe('the lane of each piece of work (docs/how-it-decides.md, "Lanes")', () 
   });
 
   test('a deletion waiting on the GC (Foreground, Orphan): user, even when the dependent that held it goes in a housekeeping verification', () => {
-    const { queuedIn, apply, clear } = setup();
-    apply(
-      upsert(meta('o')),
-      upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
-    );
-    clear();
+    const { queuedIn, apply, clear } = blockingPair();
     apply(upsert(meta('o', { deletionTimestamp: TS, finalizers: ['foregroundDeletion'] })));
     expect(queuedIn.del).toEqual(['d@user', 'o@user']);
     clear();
@@ -804,12 +810,7 @@ describe('the lane of each piece of work (docs/how-it-decides.md, "Lanes")', () 
   });
 
   test('a reference removed, or one that disagrees with the owner observed: user', () => {
-    const { queuedIn, apply, clear } = setup();
-    apply(
-      upsert(meta('o')),
-      upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
-    );
-    clear();
+    const { queuedIn, apply, clear } = blockingPair();
     apply(upsert(meta('d', { resourceVersion: '2' })));
     expect(queuedIn.del).toEqual(['o@user']);
     clear();

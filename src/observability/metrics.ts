@@ -90,26 +90,30 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
         this.set({ name: q.name }, q.longestRunningProcessorSeconds());
     },
   });
-  new Gauge({
-    name: 'kubegc_workqueue_lane_depth',
-    help: 'Keys waiting for a worker in one lane of a work queue (user: caused by an observed change; housekeeping: verifying what was already there)',
-    labelNames: ['name', 'lane'],
-    registers: r,
-    collect() {
-      for (const q of state?.queues() ?? [])
-        for (const lane of LANES) this.set({ name: q.name, lane }, q.laneDepth(lane));
-    },
-  });
-  new Gauge({
-    name: 'kubegc_workqueue_lane_oldest_seconds',
-    help: 'How long the key waiting longest in one lane of a work queue has waited there, 0 when none waits',
-    labelNames: ['name', 'lane'],
-    registers: r,
-    collect() {
-      for (const q of state?.queues() ?? [])
-        for (const lane of LANES) this.set({ name: q.name, lane }, q.oldestWaitingSeconds(lane));
-    },
-  });
+  // One series per queue and lane, read at scrape time.
+  const laneGauges: [string, string, (q: WorkQueue, lane: Lane) => number][] = [
+    [
+      'kubegc_workqueue_lane_depth',
+      'Keys waiting for a worker in one lane of a work queue (user: caused by an observed change; housekeeping: verifying what was already there)',
+      (q, lane) => q.laneDepth(lane),
+    ],
+    [
+      'kubegc_workqueue_lane_oldest_seconds',
+      'How long the key waiting longest in one lane of a work queue has waited there, 0 when none waits',
+      (q, lane) => q.oldestWaitingSeconds(lane),
+    ],
+  ];
+  for (const [name, help, read] of laneGauges)
+    new Gauge({
+      name,
+      help,
+      labelNames: ['name', 'lane'],
+      registers: r,
+      collect() {
+        for (const q of state?.queues() ?? [])
+          for (const lane of LANES) this.set({ name: q.name, lane }, read(q, lane));
+      },
+    });
   new Gauge({
     name: 'kubegc_api_rate_limited_requests',
     help: "Requests waiting for a token of the client-side rate limiter, by the lane of the work that issued them (informers' and discovery's count as user)",

@@ -300,20 +300,21 @@ describe('WorkQueue retries', () => {
 });
 
 describe('WorkQueue.addAfter', () => {
-  test('keeps only the earliest of several pending delays for a key', async () => {
-    const r = recorder(() => done);
+  test('keeps only the earliest of several pending delays for a key, in the higher lane asked for', async () => {
+    const r = laneRecorder();
     const q = queue(r.process);
     q.start();
     q.addAfter('a', 60_000, 'user');
-    q.addAfter('a', 5, 'user');
-    q.addAfter('a', 30_000, 'user');
+    q.addAfter('a', 5, 'housekeeping');
+    q.addAfter('a', 30_000, 'housekeeping');
     q.addAfter('b', 5, 'user');
-    q.addAfter('b', 60_000, 'user');
-    expect(q.delayedCount).toBe(2);
+    q.addAfter('b', 60_000, 'housekeeping');
+    q.addAfter('c', 5, 'housekeeping');
+    expect(q.delayedCount).toBe(3);
     expect(q.depth).toBe(0);
     // Were a 30 s or 60 s timer kept, this would time out.
     await q.onIdle();
-    expect(r.calls.sort()).toEqual(['a', 'b']);
+    expect(r.calls.sort()).toEqual(['a@user', 'b@user', 'c@housekeeping']);
     expect(q.delayedCount).toBe(0);
   });
 
@@ -631,50 +632,28 @@ describe('WorkQueue lanes', () => {
     expect([q.numRequeues('h'), q.numRequeues('u')]).toEqual([0, 0]);
   });
 
-  test('one pending delay per key: the earliest, in the higher lane asked for', async () => {
-    const r = laneRecorder();
-    const q = queue(r.process);
-    q.start();
-    q.addAfter('a', 20, 'housekeeping');
-    q.addAfter('a', 60_000, 'user');
-    q.addAfter('b', 60_000, 'housekeeping');
-    q.addAfter('b', 20, 'user');
-    q.addAfter('c', 20, 'housekeeping');
-    expect(q.delayedCount).toBe(3);
-    await q.onIdle();
-    expect(r.calls.sort()).toEqual(['a@user', 'b@user', 'c@housekeeping']);
-  });
-
-  test('housekeeping never holds every worker: a user key runs while it fills its share', async () => {
+  test('housekeeping never holds every worker; user work may take them all', async () => {
     const r = laneRecorder();
     const q = queue(r.process, { concurrency: 4 });
     const hk = Array.from({ length: 10 }, (_, i) => `h${i}`);
-    r.hold(...hk);
+    const user = Array.from({ length: 6 }, (_, i) => `u${i}`);
+    r.hold(...hk, ...user);
     for (const k of hk) q.add(k, 'housekeeping');
     q.start();
     await until(() => r.running.housekeeping === 3);
     await settle();
     expect(r.running.housekeeping).toBe(3);
-    q.add('u', 'user');
-    await until(() => r.calls.includes('u@user'));
-    expect(r.running.housekeeping).toBe(3);
-    r.release(...hk);
-    await q.onIdle();
-    expect(r.maxRunning.housekeeping).toBe(3);
-    expect(r.calls.length).toBe(11);
-  });
-
-  test('user work may take every worker', async () => {
-    const r = laneRecorder();
-    const q = queue(r.process, { concurrency: 4 });
-    const user = Array.from({ length: 6 }, (_, i) => `u${i}`);
-    r.hold(...user);
     for (const k of user) q.add(k, 'user');
-    q.start();
+    // The worker housekeeping left free.
+    await until(() => r.running.user === 1);
+    expect(r.running.housekeeping).toBe(3);
+    // Each worker done with housekeeping takes user work first.
+    r.release(...hk);
     await until(() => r.running.user === 4);
     r.release(...user);
     await q.onIdle();
-    expect(r.maxRunning.user).toBe(4);
+    expect(r.maxRunning).toEqual({ user: 4, housekeeping: 3 });
+    expect(r.calls).toHaveLength(16);
   });
 
   test.each([

@@ -31,22 +31,13 @@ import { startObservabilityServer } from '../../src/observability/server.ts';
 import { kubeConfig, waitFor } from '../support/cluster.ts';
 import { afterFile, e2e } from '../support/e2e.ts';
 import { e2eLogger, startInProcessGc } from '../support/in-process-gc.ts';
-import {
-  applyMetricsReaderRoles,
-  deleteBindings,
-  serviceAccountToken,
-} from '../support/metrics-access.ts';
+import { metricsReaderToken } from '../support/metrics-access.ts';
 import { configMap, configMapNames, ownerRef, times } from '../support/objects.ts';
 
-const { cluster, c, namespace } = await e2e();
-await applyMetricsReaderRoles(cluster);
-const readerNs = await namespace('lanes-reader');
-afterFile(() => deleteBindings(c, readerNs));
+const fixture = await e2e();
+const { cluster, c, namespace } = fixture;
 const readerTokenFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'kubegc-lanes-')), 'token');
-writeFileSync(
-  readerTokenFile,
-  await serviceAccountToken(c, readerNs, 'scraper', ['kubegc-metrics-reader']),
-);
+writeFileSync(readerTokenFile, await metricsReaderToken(fixture, 'lanes-reader'));
 
 /** `kubegc doctor -n NS -o json` with the view of the collector whose /metrics is at `url`. */
 async function doctorWithGc(ns: string, url: string): Promise<Report> {

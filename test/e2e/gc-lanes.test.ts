@@ -134,6 +134,7 @@ test("a user's Background cascade right after a restart is done before the resta
   });
   afterFile(() => server.close());
 
+  const deletedAt = Date.now();
   // The user's deletion, as soon as the collector runs.
   await c.core.deleteNamespacedConfigMap({
     name: 'owner',
@@ -146,6 +147,7 @@ test("a user's Background cascade right after a restart is done before the resta
     timeoutMs: 120_000,
     intervalMs: 100,
   });
+  const cascadeSeconds = (Date.now() - deletedAt) / 1000;
   const leakedLeft = (await names('leak-')).length;
   const lastCascadeDelete = sent.reduce(
     (last, s, i) => (s.startsWith('delete dep-') ? i : last),
@@ -189,6 +191,11 @@ test("a user's Background cascade right after a restart is done before the resta
       timeoutMs: 360_000,
       intervalMs: 2_000,
     },
+  );
+  process.stderr.write(
+    `\ngc-lanes: the ${CASCADE}-dependent cascade done ${cascadeSeconds.toFixed(1)} s after the deletion, ` +
+      `${readsBefore} of ${LEAKED} owner reads sent before its last DELETE, ${leakedLeft} leaked left then; ` +
+      `every leaked object collected ${((Date.now() - deletedAt) / 1000).toFixed(1)} s after the deletion\n`,
   );
   expect(sent.filter((s) => s === 'owner-read').length).toBeGreaterThanOrEqual(LEAKED);
 }, 600_000);

@@ -331,9 +331,9 @@ function harness(): Harness {
     graph,
     new AbsentOwnerCache(4096),
     {
-      attemptToDelete: (uid) => deleteQueue.add(uid),
-      attemptToDeleteRateLimited: (uid) => deleteQueue.addRateLimited(uid),
-      attemptToOrphan: (uid) => orphanQueue.add(uid),
+      attemptToDelete: (uid, lane) => deleteQueue.add(uid, lane),
+      attemptToDeleteRateLimited: (uid, lane) => deleteQueue.addRateLimited(uid, lane),
+      attemptToOrphan: (uid, lane) => orphanQueue.add(uid, lane),
     },
     silentLogger,
   );

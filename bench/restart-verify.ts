@@ -94,10 +94,10 @@ const client = await KubeClient.create(await loadKubeConfig(cluster.kubeconfig),
 const started = performance.now();
 const gc = new GarbageCollector(client, silentLogger, { bulkVerify: { minOwners } });
 const add = gc.deleteQueue.add.bind(gc.deleteQueue);
-gc.deleteQueue.add = (key) => {
+gc.deleteQueue.add = (key, lane) => {
   if (sets.healthy.has(key)) queued.healthy++;
   if (sets.leaked.has(key)) queued.leaked++;
-  add(key);
+  add(key, lane);
 };
 await gc.sync();
 const syncedAfter = (performance.now() - started) / 1000;

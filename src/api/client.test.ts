@@ -6,6 +6,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { ApiError, isObjectNotFound, KubeClient } from './client.ts';
+import { inLane } from './lanes.ts';
 import { selfSignedCert } from '../../test/support/tls.ts';
 
 let tls: { key: Buffer; cert: Buffer };
@@ -277,4 +278,38 @@ describe('isObjectNotFound', () => {
     expect(isObjectNotFound(err, 'a')).toBe(false);
     expect(isObjectNotFound(new ApiError('GET', '/x', 404, 'page not found'), 'a')).toBe(false);
   });
+});
+
+test('a request issued in the housekeeping lane waits behind the user requests in the rate limiter', async () => {
+  const srv = await serve(true);
+  const client = await KubeClient.create(kubeconfig(srv.url), {
+    qps: 20,
+    burst: 1,
+    housekeepingQpsShare: 0,
+  });
+  try {
+    const get = (name: string): Promise<unknown> =>
+      client.request('GET', `/api/v1/namespaces/ns/configmaps/${name}`);
+    // The lane comes from the work item the request is issued for (AsyncLocalStorage),
+    // through every await on the way: no request option names it.
+    const housekeeping = inLane('housekeeping', () =>
+      Promise.all(
+        ['h1', 'h2', 'h3'].map(async (name) => {
+          await Promise.resolve();
+          return get(name);
+        }),
+      ),
+    );
+    await new Promise((r) => setImmediate(r));
+    // h1 took the one token there was.
+    expect(client.rateLimited('housekeeping')).toBe(2);
+    const user = inLane('user', () => get('u1'));
+    // No lane (an informer, discovery): served as the user's.
+    const none = get('n1');
+    await Promise.all([housekeeping, user, none]);
+    expect(srv.seen.map((s) => s.url.split('/').pop())).toEqual(['h1', 'u1', 'n1', 'h2', 'h3']);
+  } finally {
+    client.close();
+    await srv.close();
+  }
 });

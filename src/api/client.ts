@@ -15,12 +15,19 @@ import { createSecureContext } from 'node:tls';
 import { httpModule } from './node-http.ts';
 import type { KubeConfigLike } from './kubeconfig.ts';
 import { decodeStatus, FrameReader, isProtobufContentType } from './protobuf-meta.ts';
-import { TokenBucket } from './token-bucket.ts';
+import { currentLane, type Lane } from './lanes.ts';
+import { LaneTokenBucket } from './token-bucket.ts';
 
 export interface ClientOptions {
   /** Client-side rate limit for requests (watch streams count once, at start). */
   qps: number;
   burst: number;
+  /**
+   * Housekeeping's part (0 ≤ share < 1) of the requests a second while
+   * requests of the user lane wait for a token (src/api/lanes.ts); all of
+   * them when none waits.
+   */
+  housekeepingQpsShare: number;
   /** Timeout of one non-watch request. */
   requestTimeoutMs: number;
   /**
@@ -55,6 +62,7 @@ export interface InterceptedRequest {
 export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
   qps: 500,
   burst: 1000,
+  housekeepingQpsShare: 0.5,
   requestTimeoutMs: 30_000,
   http2ReadIdleTimeoutMs: 30_000,
   http2PingTimeoutMs: 15_000,
@@ -183,7 +191,7 @@ export class KubeClient {
   readonly server: URL;
   private readonly kc: KubeConfigLike;
   private readonly opts: ClientOptions;
-  private readonly bucket: TokenBucket;
+  private readonly bucket: LaneTokenBucket;
   private readonly agent: http.Agent;
   private readonly watchAgent: http.Agent;
   private headers: Record<string, string> = {};
@@ -207,7 +215,7 @@ export class KubeClient {
     this.kc = kc;
     this.server = new URL(cluster.server);
     this.opts = opts;
-    this.bucket = new TokenBucket(opts.qps, opts.burst);
+    this.bucket = new LaneTokenBucket(opts.qps, opts.burst, opts.housekeepingQpsShare);
     const secure = this.server.protocol === 'https:';
     const make = (maxSockets: number): http.Agent =>
       secure
@@ -221,6 +229,11 @@ export class KubeClient {
         readIdleTimeoutMs: opts.http2ReadIdleTimeoutMs,
         pingTimeoutMs: opts.http2PingTimeoutMs,
       });
+  }
+
+  /** Requests of `lane` waiting in the client-side rate limiter (for the metrics). */
+  rateLimited(lane: Lane): number {
+    return this.bucket.waiters(lane);
   }
 
   /** Whether requests currently go over HTTP/2 (for tests and the start-up log). */
@@ -314,7 +327,7 @@ export class KubeClient {
   async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
     const verb = o.verb ?? method;
     for (let attempt = 0; ; attempt++) {
-      await this.bucket.take();
+      await this.bucket.take(currentLane() ?? 'user');
       if (this.opts.intercept)
         await this.opts.intercept({ method, path, verb, query: o.query, body: o.body });
       o.beforeSend?.();
@@ -418,7 +431,7 @@ export class KubeClient {
     onLine: (line: string) => void,
     onFrame?: (frame: Uint8Array) => void,
   ): Promise<void> {
-    await this.bucket.take();
+    await this.bucket.take(currentLane() ?? 'user');
     if (o.signal?.aborted) return;
     // The caller's signal does not go to the request itself: aborted after the
     // last byte has arrived (an ERROR line that ends the stream), node's

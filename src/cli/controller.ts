@@ -65,6 +65,13 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     default: String(DEFAULT_CLIENT_OPTIONS.burst),
     validate: atLeast(1),
   },
+  'housekeeping-qps-share': {
+    kind: 'number',
+    help: "the part of --kube-api-qps that housekeeping (verifying owners never seen, leaked dependents found at start-up) may take while requests of the user's work wait for a token (0 ≤ share < 1); it takes every token when none waits",
+    default: String(DEFAULT_CLIENT_OPTIONS.housekeepingQpsShare),
+    validate: (v) =>
+      (v as number) >= 0 && (v as number) < 1 ? undefined : 'must be at least 0 and below 1',
+  },
   'kube-api-content-type': {
     kind: 'string',
     help: "how lists and watches ask for metadata: application/vnd.kubernetes.protobuf (first, JSON as the server's fallback, as kube-controller-manager does; a resource whose protobuf cannot be decoded falls back to JSON) or application/json",
@@ -188,6 +195,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   const client = await KubeClient.create(kc, {
     qps: flags['kube-api-qps'] as number,
     burst: flags['kube-api-burst'] as number,
+    housekeepingQpsShare: flags['housekeeping-qps-share'] as number,
     requestTimeoutMs: flags['request-timeout'] as number,
     userAgent: `kubegc/${VERSION} (${identity})`,
     onRequest: metrics.apiRequest,
@@ -236,6 +244,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     stalledResources: () => gc.stalledInformers(),
     queues: () => [gc.deleteQueue, gc.orphanQueue],
     ownersAwaitingVerification: () => gc.bulkVerifier.waiting,
+    rateLimited: (lane) => client.rateLimited(lane),
     isLeader: writesAllowed,
     slis: () => gc.slis,
   });

@@ -1,13 +1,17 @@
 // `kubegc doctor [-n NAMESPACE] [--older-than DURATION] [-o text|json]`:
 // read-only. Exit status: 0 nothing found, 1 findings, 2 usage error (main.ts),
 // 3 the scan could not complete (docs/doctor.md).
+import { readFile } from 'node:fs/promises';
+import type https from 'node:https';
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
+import type { KubeConfigLike } from '../api/kubeconfig.ts';
 import { analyze, exitCode } from '../doctor/analyze.ts';
+import { readGcMetrics, type GcView } from '../doctor/gc-metrics.ts';
 import { renderText } from '../doctor/render.ts';
 import { ScanError, scan } from '../doctor/scan.ts';
 import { VERSION } from '../version.ts';
 import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
-import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
+import { formatFlags, parseFlags, UsageError, type FlagSpecs, type FlagValue } from './flags.ts';
 
 export const EXIT_SCAN_INCOMPLETE = 3;
 
@@ -24,6 +28,29 @@ export const DOCTOR_FLAGS: FlagSpecs = {
   },
   output: OUTPUT_FLAG,
   kubeconfig: KUBECONFIG_FLAG,
+  'gc-metrics': {
+    kind: 'string',
+    help: "also read a running kubegc controller's /metrics at this URL (e.g. https://127.0.0.1:8443/metrics through kubectl port-forward) and show its work queues by lane: the user's work waiting, the housekeeping backlog",
+    validate: (v) => {
+      try {
+        const u = new URL(v as string);
+        return u.protocol === 'https:' || u.protocol === 'http:'
+          ? undefined
+          : 'must be an http(s) URL';
+      } catch {
+        return 'must be an http(s) URL';
+      }
+    },
+  },
+  'gc-metrics-token-file': {
+    kind: 'string',
+    help: "a file holding the bearer token for --gc-metrics (a user allowed get on /metrics, e.g. bound to kubegc-metrics-reader); default: the kubeconfig user's token, if it has one",
+  },
+  'gc-metrics-insecure-skip-tls-verify': {
+    kind: 'bool',
+    help: "do not verify --gc-metrics's serving certificate (kubegc's own is self-signed unless it was given --tls-cert-file)",
+    default: 'false',
+  },
   concurrency: {
     kind: 'int',
     help: 'resources listed at once',
@@ -54,9 +81,41 @@ examples:
   kubegc doctor
   kubegc doctor --older-than 1h -o json | jq '.findings[] | select(.kind == "stuck-deletion")'
   kubegc doctor -n shop
+  kubegc doctor --gc-metrics https://127.0.0.1:8443/metrics --gc-metrics-insecure-skip-tls-verify
 
 flags:
 ${formatFlags(DOCTOR_FLAGS)}`;
+
+/**
+ * The running controller's view: a read of its /metrics with the token
+ * given, or the kubeconfig user's own (a failure to read is part of the
+ * report, never a failed scan).
+ */
+async function readRunningGc(
+  url: string,
+  flags: Record<string, FlagValue | undefined>,
+  kc: KubeConfigLike,
+): Promise<GcView> {
+  const tokenFile = flags['gc-metrics-token-file'] as string | undefined;
+  let token: string | undefined;
+  if (tokenFile !== undefined) {
+    try {
+      token = (await readFile(tokenFile, 'utf8')).trim();
+    } catch (err) {
+      return { url, leader: null, lanes: [], rateLimited: null, error: (err as Error).message };
+    }
+  } else {
+    const o: https.RequestOptions = { headers: {} };
+    await kc.applyToHTTPSOptions(o);
+    for (const [k, v] of Object.entries(o.headers ?? {}))
+      if (k.toLowerCase() === 'authorization' && typeof v === 'string' && v.startsWith('Bearer '))
+        token = v.slice('Bearer '.length);
+  }
+  return readGcMetrics(url, {
+    token,
+    insecureSkipTlsVerify: flags['gc-metrics-insecure-skip-tls-verify'] === true,
+  });
+}
 
 export async function doctorCommand(argv: string[]): Promise<number> {
   const { flags, args } = parseFlags(argv, DOCTOR_FLAGS);
@@ -91,9 +150,15 @@ export async function doctorCommand(argv: string[]): Promise<number> {
       now: Date.now(),
       olderThanSeconds: olderThanMs > 0 ? Math.floor(olderThanMs / 1000) : undefined,
     });
+    const gcMetrics = flags['gc-metrics'] as string | undefined;
+    if (gcMetrics !== undefined) report.gc = await readRunningGc(gcMetrics, flags, kc);
     if (flags.output === 'json') {
       for (const n of report.notScanned)
         console.error(`kubegc doctor: warning: not scanned: ${n.resource}: ${n.error}`);
+      if (report.gc?.error !== undefined)
+        console.error(
+          `kubegc doctor: warning: ${report.gc.url} could not be read: ${report.gc.error}`,
+        );
       process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     } else process.stdout.write(renderText(report));
     return exitCode(report);

@@ -22,6 +22,7 @@ import {
   type ResourceEntry,
   type Snapshot,
 } from './snapshot.ts';
+import type { GcView } from './gc-metrics.ts';
 
 export const SCHEMA_VERSION = 1;
 
@@ -209,6 +210,8 @@ export interface Report {
   findings: Finding[];
   notScanned: NotScanned[];
   unavailableAPIServices: ApiServiceRef[] | null;
+  /** With --gc-metrics: the running controller's work queues by lane (gc-metrics.ts). */
+  gc?: GcView;
   summary: {
     findings: number;
     byKind: Record<FindingKind, number>;

@@ -11,6 +11,7 @@ import {
   type OwnerInfo,
   type Report,
 } from './analyze.ts';
+import type { GcView } from './gc-metrics.ts';
 
 const TITLES: Record<FindingKind, string> = {
   'stuck-deletion': 'Stuck in deletion',
@@ -88,8 +89,38 @@ function lines(f: Finding): string[] {
   }
 }
 
+/** The running controller's work queues by lane (--gc-metrics). */
+function gcLines(gc: GcView): string[] {
+  const role =
+    gc.leader === null
+      ? ''
+      : gc.leader
+        ? ', the leader'
+        : ', a standby (its queues are not drained)';
+  if (gc.error !== undefined) return [`Running kubegc (${gc.url}): could not be read: ${gc.error}`];
+  const out = [`Running kubegc (${gc.url}${role}):`];
+  if (gc.lanes.length === 0)
+    out.push('  no work-queue lanes in its metrics (a kubegc without lanes?)');
+  const queues = [...new Set(gc.lanes.map((l) => l.queue))];
+  for (const q of queues) {
+    const parts = gc.lanes
+      .filter((l) => l.queue === q)
+      .map(
+        (l) =>
+          `${l.lane} ${l.waiting.toLocaleString('en-US')} waiting${l.waiting > 0 ? `, the oldest for ${formatAge(Math.round(l.oldestWaitingSeconds))}` : ''}`,
+      );
+    out.push(`  ${q}: ${parts.join('; ')}`);
+  }
+  if (gc.rateLimited)
+    out.push(
+      `  requests waiting for its client-side rate limit: user ${gc.rateLimited.user}, housekeeping ${gc.rateLimited.housekeeping}`,
+    );
+  return out;
+}
+
 export function renderText(r: Report): string {
   const out: string[] = [];
+  if (r.gc) out.push(...gcLines(r.gc), '');
   for (const kind of FINDING_KINDS) {
     const fs = r.findings.filter((f) => f.kind === kind);
     if (fs.length === 0) continue;

@@ -20,6 +20,7 @@
 // before. What a list shows absent becomes a virtualDelete, as a single read
 // would make it, released in chunks as the queue drains, so that the
 // absent-owner cache still holds each owner when its dependents are decided.
+import { inLane } from '../api/lanes.ts';
 import { groupResource, type ResourceInfo, type RestMapper } from '../api/resources.ts';
 import type { Identity, OwnershipGraph } from '../graph/graph.ts';
 import type { GraphEvent } from '../graph/propagator.ts';
@@ -374,16 +375,21 @@ export class BulkVerifier {
     const wanted = new Set(group.owners.map(ownerKey));
     let verdicts: SnapshotVerdicts;
     try {
-      const snapshot = await api.listSnapshot(
-        group.resource,
-        group.namespace,
-        (m) => wanted.has(lookupKey(group.resource.namespaced ? (m.namespace ?? '') : '', m.name)),
-        {
-          pageSize: this.opts.pageSize,
-          // Twice what the informers' count predicts, and then some: objects come and go.
-          maxPages: group.expectedPages * 2 + 10,
-          onPage: () => metrics?.ownerRead?.(resource, 'bulk'),
-        },
+      // Verifying what was there at start is housekeeping: its pages wait
+      // behind the user's requests in the client's rate limiter.
+      const snapshot = await inLane('housekeeping', () =>
+        api.listSnapshot(
+          group.resource,
+          group.namespace,
+          (m) =>
+            wanted.has(lookupKey(group.resource.namespaced ? (m.namespace ?? '') : '', m.name)),
+          {
+            pageSize: this.opts.pageSize,
+            // Twice what the informers' count predicts, and then some: objects come and go.
+            maxPages: group.expectedPages * 2 + 10,
+            onPage: () => metrics?.ownerRead?.(resource, 'bulk'),
+          },
+        ),
       );
       verdicts = judgeOnSnapshot(group, snapshot);
     } catch (err) {
@@ -471,7 +477,7 @@ export class BulkVerifier {
           node.namespace !== o.nodeNamespace
         )
           continue;
-        pushGraphEvent({ type: 'virtualDelete', identity: o.identity });
+        pushGraphEvent({ type: 'virtualDelete', identity: o.identity, lane: 'housekeeping' });
       }
       // The dependents are in the queue once the graph has applied the chunk.
       await graphFlushed();

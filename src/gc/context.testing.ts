@@ -18,7 +18,7 @@ export function workerContext(
     graph: f.graph,
     absent: f.absent,
     mapper: () => new RestMapper([CONFIGMAPS]),
-    pushGraphEvent: (e) => f.propagator.apply(e),
+    pushGraphEvent: (e) => f.propagator.apply({ ...e, lane: 'user' }),
     enqueueDelete: (uid) => f.queued.del.push(uid),
     log: silentLogger,
     dryRun: false,

@@ -10,7 +10,7 @@ import {
 } from '../api/resources.ts';
 import type { AbsentOwnerCache } from '../graph/absent-owner-cache.ts';
 import type { OwnershipGraph } from '../graph/graph.ts';
-import type { GraphEvent } from '../graph/propagator.ts';
+import type { VirtualDeleteEvent } from '../graph/propagator.ts';
 import type { Logger } from '../log.ts';
 import type { ClassifiedOwner, DeletionPropagation } from './decide.ts';
 import type { EventRecorder } from './events.ts';
@@ -36,8 +36,13 @@ export interface GcContext {
   graph: OwnershipGraph;
   absent: AbsentOwnerCache;
   mapper: () => RestMapper;
-  /** Feeds verified facts back to the single graph writer. */
-  pushGraphEvent: (e: GraphEvent) => void;
+  /**
+   * Feeds verified facts back to the single graph writer, in the lane of
+   * the item being worked on (the dependents left without an owner are
+   * queued in it).
+   */
+  pushGraphEvent: (e: Omit<VirtualDeleteEvent, 'lane'>) => void;
+  /** Queues a follow-up in the lane of the item being worked on. */
   enqueueDelete: (uid: string) => void;
   log: Logger;
   dryRun: boolean;

@@ -2,6 +2,7 @@
 // informer per deletable resource → the propagator (single graph writer) →
 // the attempt-to-delete / attempt-to-orphan work queues → the workers.
 import type { KubeClient } from '../api/client.ts';
+import { currentLane, inLane } from '../api/lanes.ts';
 import { discover, localGroupVersions, resourceVersionStorage } from '../api/discovery.ts';
 import {
   RestMapper,
@@ -161,14 +162,15 @@ export class GarbageCollector {
     this.deleteQueue = new WorkQueue({
       name: 'garbage_collector_attempt_to_delete',
       concurrency: this.opts.workers,
-      process: (uid) => attemptToDelete(this.ctx, uid),
+      // Every request of the item waits in the client's rate limiter in its lane.
+      process: (uid, lane) => inLane(lane, () => attemptToDelete(this.ctx, uid)),
       metrics: metrics.workqueue,
       onError: onError('attempt_to_delete'),
     });
     this.orphanQueue = new WorkQueue({
       name: 'garbage_collector_attempt_to_orphan',
       concurrency: this.opts.orphanWorkers,
-      process: (uid) => attemptToOrphan(this.ctx, uid),
+      process: (uid, lane) => inLane(lane, () => attemptToOrphan(this.ctx, uid)),
       metrics: metrics.workqueue,
       onError: onError('attempt_to_orphan'),
     });
@@ -176,9 +178,9 @@ export class GarbageCollector {
       this.graph,
       this.absent,
       {
-        attemptToDelete: (uid) => this.deleteQueue.add(uid),
-        attemptToDeleteRateLimited: (uid) => this.deleteQueue.addRateLimited(uid),
-        attemptToOrphan: (uid) => this.orphanQueue.add(uid),
+        attemptToDelete: (uid, lane) => this.deleteQueue.add(uid, lane),
+        attemptToDeleteRateLimited: (uid, lane) => this.deleteQueue.addRateLimited(uid, lane),
+        attemptToOrphan: (uid, lane) => this.orphanQueue.add(uid, lane),
         verifyVirtualOwner: (uid) => this.bulkVerifier.add(uid),
         observedGone: (uid) => this.slis.gone(uid),
         forgotten: (uid) => this.slis.forget(uid),
@@ -196,8 +198,11 @@ export class GarbageCollector {
       graph: this.graph,
       absent: this.absent,
       mapper: () => this.mapper,
-      pushGraphEvent: (e) => this.propagator.push(e),
-      enqueueDelete: (uid) => this.deleteQueue.add(uid),
+      // A worker's follow-ups, and the dependents of an owner it verified
+      // gone, go in the lane of the item it works on; outside any item (the
+      // blocked-deletion sweep) in the user's.
+      pushGraphEvent: (e) => this.propagator.push({ ...e, lane: currentLane() ?? 'user' }),
+      enqueueDelete: (uid) => this.deleteQueue.add(uid, currentLane() ?? 'user'),
       log,
       dryRun: this.opts.dryRun,
       state: new WorkerState(),
@@ -218,8 +223,9 @@ export class GarbageCollector {
     this.bulkVerifier = new BulkVerifier(
       {
         ...this.ctx,
+        pushGraphEvent: (e) => this.propagator.push(e),
         graphFlushed: () => this.propagator.flushed(),
-        verifySingly: (uid) => this.deleteQueue.add(uid),
+        verifySingly: (uid) => this.deleteQueue.add(uid, 'housekeeping'),
         objectCount: (r) => {
           const key = groupResource(r);
           return this.informers.has(key) ? this.known.get(key)?.uids.size : undefined;

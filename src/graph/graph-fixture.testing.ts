@@ -2,6 +2,7 @@
 // work it queues recorded, and the ConfigMaps most of these tests build it
 // from. Shared so that every graph a unit test builds is wired the way the
 // GarbageCollector wires it (one absent-owner cache, one writer).
+import type { Lane } from '../api/lanes.ts';
 import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
 import { silentLogger, type Logger } from '../log.ts';
 import { AbsentOwnerCache } from './absent-owner-cache.ts';
@@ -47,9 +48,9 @@ export function del(meta: ObjectMeta, resource: ResourceInfo = CONFIGMAPS): Grap
   return { type: 'delete', resource, meta };
 }
 
-/** A worker's verdict that no object with this identity exists. */
-export function virtualDelete(identity: Identity): GraphEvent {
-  return { type: 'virtualDelete', identity };
+/** A worker's verdict that no object with this identity exists, reached in `lane` (the user's unless said). */
+export function virtualDelete(identity: Identity, lane: Lane = 'user'): GraphEvent {
+  return { type: 'virtualDelete', identity, lane };
 }
 
 export interface GraphFixtureOptions {
@@ -66,6 +67,8 @@ export interface GraphFixture {
   propagator: Propagator;
   /** The uids the propagator queued, by queue, in order (unless `sinks` replaced a recorder). */
   queued: { del: string[]; rateLimited: string[]; orphan: string[] };
+  /** The same, `uid@lane`: in which lane each was queued. */
+  queuedIn: { del: string[]; rateLimited: string[]; orphan: string[] };
   /** Applies events at once, in order (what the single graph writer does with each). */
   apply(...events: GraphEvent[]): void;
   /** Applies an informer's add or update. */
@@ -80,13 +83,20 @@ export function graphFixture(opts: GraphFixtureOptions = {}): GraphFixture {
   const graph = new OwnershipGraph();
   const absent = new AbsentOwnerCache(opts.absentCapacity);
   const queued = { del: [] as string[], rateLimited: [] as string[], orphan: [] as string[] };
+  const queuedIn = { del: [] as string[], rateLimited: [] as string[], orphan: [] as string[] };
+  const record =
+    (q: keyof typeof queued) =>
+    (uid: string, lane: Lane): void => {
+      queued[q].push(uid);
+      queuedIn[q].push(`${uid}@${lane}`);
+    };
   const propagator = new Propagator(
     graph,
     absent,
     {
-      attemptToDelete: (uid) => queued.del.push(uid),
-      attemptToDeleteRateLimited: (uid) => queued.rateLimited.push(uid),
-      attemptToOrphan: (uid) => queued.orphan.push(uid),
+      attemptToDelete: record('del'),
+      attemptToDeleteRateLimited: record('rateLimited'),
+      attemptToOrphan: record('orphan'),
       ...opts.sinks,
     },
     opts.log ?? silentLogger,
@@ -99,6 +109,7 @@ export function graphFixture(opts: GraphFixtureOptions = {}): GraphFixture {
     absent,
     propagator,
     queued,
+    queuedIn,
     apply,
     observe: (meta, resource) => apply(upsert(meta, resource)),
     observeDelete: (meta, resource) => apply(del(meta, resource)),
@@ -106,6 +117,7 @@ export function graphFixture(opts: GraphFixtureOptions = {}): GraphFixture {
       queued.del.length = 0;
       queued.rateLimited.length = 0;
       queued.orphan.length = 0;
+      for (const q of Object.values(queuedIn)) q.length = 0;
     },
   };
 }

@@ -766,3 +766,76 @@ test('an unobserved dependent is reported to each of its owners with the resourc
   expect(departed.sort()).toEqual(['o1 widgets.example.com', 'o2 widgets.example.com']);
   expect(graph.dependents('o1')).toEqual([]);
 });
+
+describe('the lane of each piece of work (docs/how-it-decides.md, "Lanes")', () => {
+  /** Owner o, observed, and its dependent d with a blocking reference; nothing queued yet. */
+  function blockingPair() {
+    const f = setup();
+    f.apply(
+      upsert(meta('o')),
+      upsert(meta('d', { ownerReferences: [ref('o', { blockOwnerDeletion: true })] })),
+    );
+    f.clear();
+    return f;
+  }
+
+  test('an owner never seen: verified in the housekeeping lane, and its dependents queued in the lane that found it gone', () => {
+    const { queuedIn, apply, clear } = setup();
+    apply(upsert(meta('d1', { ownerReferences: [ref('o1')] })));
+    apply(upsert(meta('d2', { ownerReferences: [ref('o2')] })));
+    expect(queuedIn.del).toEqual(['o1@housekeeping', 'o2@housekeeping']);
+    clear();
+    apply(virtualDelete(cmIdentity('o1'), 'housekeeping'), virtualDelete(cmIdentity('o2'), 'user'));
+    expect(queuedIn.del).toEqual(['d1@housekeeping', 'd2@user']);
+  });
+
+  test('an owner observed deleted: its dependents in the user lane', () => {
+    const { queuedIn, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })));
+    clear();
+    apply(del(meta('o')));
+    expect(queuedIn.del).toEqual(['d@user']);
+  });
+
+  test('a deletion waiting on the GC (Foreground, Orphan): user, even when the dependent that held it goes in a housekeeping verification', () => {
+    const { queuedIn, apply, clear } = blockingPair();
+    apply(upsert(meta('o', { deletionTimestamp: TS, finalizers: ['foregroundDeletion'] })));
+    expect(queuedIn.del).toEqual(['d@user', 'o@user']);
+    clear();
+    apply(virtualDelete(cmIdentity('d'), 'housekeeping'));
+    expect(queuedIn.del).toEqual(['o@user']);
+    clear();
+    apply(upsert(meta('p', { deletionTimestamp: TS, finalizers: ['orphan'] })));
+    expect(queuedIn.orphan).toEqual(['p@user']);
+  });
+
+  test('a reference removed, or one that disagrees with the owner observed: user', () => {
+    const { queuedIn, apply, clear } = blockingPair();
+    apply(upsert(meta('d', { resourceVersion: '2' })));
+    expect(queuedIn.del).toEqual(['o@user']);
+    clear();
+    apply(upsert(meta('e', { ownerReferences: [ref('o', { name: 'other' })] })));
+    expect(queuedIn.del).toEqual(['e@user']);
+  });
+
+  test('a dependent newly naming an owner recorded absent: user', () => {
+    const { queuedIn, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })), del(meta('o')));
+    clear();
+    apply(upsert(meta('late', { ownerReferences: [ref('o')] })));
+    expect(queuedIn.del).toEqual(['late@user']);
+  });
+
+  test('what only re-verifies what was there: an object no longer watched, an owner claimed under several identities: housekeeping', () => {
+    const { queuedIn, apply, clear } = setup();
+    apply(upsert(meta('o')), upsert(meta('d', { ownerReferences: [ref('o')] })));
+    clear();
+    apply({ type: 'unobserved', uid: 'o' });
+    expect(queuedIn.del).toEqual(['o@housekeeping']);
+    clear();
+    apply(upsert(meta('e', { ownerReferences: [ref('o', { name: 'other' })] })));
+    clear();
+    apply(virtualDelete(cmIdentity('o'), 'user'));
+    expect(queuedIn).toEqual({ del: ['d@user'], rateLimited: ['o@housekeeping'], orphan: [] });
+  });
+});

@@ -9,6 +9,7 @@ import {
   type OwnerReference,
   type ResourceInfo,
 } from '../api/resources.ts';
+import type { Lane } from '../api/lanes.ts';
 import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from '../gc/decide.ts';
 import type { InformerEvent } from '../informers/metadata-informer.ts';
 import type { Logger } from '../log.ts';
@@ -30,6 +31,8 @@ import {
 export interface VirtualDeleteEvent {
   type: 'virtualDelete';
   identity: Identity;
+  /** The lane of the work that verified it: the dependents it leaves without an owner are queued in it. */
+  lane: Lane;
 }
 
 /**
@@ -45,11 +48,15 @@ export interface UnobservedEvent {
 
 export type GraphEvent = InformerEvent | VirtualDeleteEvent | UnobservedEvent;
 
+/**
+ * Where the propagator queues work. Every call names its lane (src/api/lanes.ts):
+ * which of its causes is which is the table in docs/how-it-decides.md ("Lanes").
+ */
 export interface PropagatorSinks {
-  attemptToDelete(uid: string): void;
+  attemptToDelete(uid: string, lane: Lane): void;
   /** Re-check later with backoff (a virtual node whose identity is being re-verified). */
-  attemptToDeleteRateLimited(uid: string): void;
-  attemptToOrphan(uid: string): void;
+  attemptToDeleteRateLimited(uid: string, lane: Lane): void;
+  attemptToOrphan(uid: string, lane: Lane): void;
   /**
    * An owner named by a dependent and not observed (a new virtual node), to
    * verify with a live read; in bulk when many wait (src/gc/bulk-verify.ts).
@@ -336,7 +343,7 @@ export class Propagator {
         this.removeObserved(event.meta.uid);
         return;
       case 'virtualDelete':
-        this.virtualDelete(event.identity);
+        this.virtualDelete(event.identity, event.lane);
         return;
       case 'unobserved':
         this.unobserve(event.uid, event.resource);
@@ -361,7 +368,8 @@ export class Propagator {
     for (const o of owners) this.sinks.departedDependent?.(o, resource);
     if (this.graph.hasDependents(uid)) {
       this.makeVirtual(node, owners);
-      this.sinks.attemptToDelete(uid);
+      // Verifies what was there: nothing says it changed.
+      this.sinks.attemptToDelete(uid, 'housekeeping');
     } else this.graph.dropNode(uid);
     for (const o of owners) this.settleOwner(o);
   }
@@ -435,12 +443,13 @@ export class Propagator {
       this.demoteIfInNoRelation(node);
       return;
     }
+    // A deletion someone asked for, waiting on the GC (found at start-up too).
     if (node.hasOrphanFinalizer && (!wasBeingDeleted || !hadOrphanFinalizer))
-      this.sinks.attemptToOrphan(uid);
+      this.sinks.attemptToOrphan(uid, 'user');
     if (node.hasForegroundFinalizer && (!wasBeingDeleted || !hadForegroundFinalizer)) {
       node.deletingDependents = true;
-      for (const dep of this.graph.dependents(uid)) this.sinks.attemptToDelete(dep);
-      this.sinks.attemptToDelete(uid);
+      for (const dep of this.graph.dependents(uid)) this.sinks.attemptToDelete(dep, 'user');
+      this.sinks.attemptToDelete(uid, 'user');
     }
   }
 
@@ -466,7 +475,7 @@ export class Propagator {
         (r) =>
           r.uid === node.uid && !sameCoordinates({ ...r, namespace: claimedNamespace }, observed),
       );
-      if (disagrees) this.sinks.attemptToDelete(dep);
+      if (disagrees) this.sinks.attemptToDelete(dep, 'user');
     }
     this.graph.setVirtual(node, false);
   }
@@ -534,10 +543,12 @@ export class Propagator {
       stored = this.storedReference(ref, undefined);
       owner = newNode(stored.apiVersion, stored.kind, namespace, stored.name, stored.uid, true);
       this.graph.addNode(owner);
-      // Unseen owner: it is checked live, and if it is gone, its
-      // dependents are queued when the virtual delete comes back.
+      // Unseen owner: it is checked live (in bulk when many wait), and if
+      // it is gone, its dependents are queued when the virtual delete comes
+      // back (in the same lane). Housekeeping: after a restart every owner
+      // listed after its dependents is one, and nothing about it has changed.
       if (this.sinks.verifyVirtualOwner) this.sinks.verifyVirtualOwner(ref.uid);
-      else this.sinks.attemptToDelete(ref.uid);
+      else this.sinks.attemptToDelete(ref.uid, 'housekeeping');
     } else {
       if (build) stored = this.storedReference(ref, owner);
       this.checkReference(dependent, ref, owner, edgeIsNew);
@@ -558,15 +569,15 @@ export class Propagator {
     if (!owner.virtual) {
       // The reference disagrees with the owner we observed (other namespace,
       // kind or name): the dependent needs a live decision.
-      if (!refNamesOwner(ref, owner, dependent.namespace)) this.sinks.attemptToDelete(uid);
+      if (!refNamesOwner(ref, owner, dependent.namespace)) this.sinks.attemptToDelete(uid, 'user');
       // An owner in foreground deletion waits for its new dependent too.
-      else if (owner.deletingDependents) this.sinks.attemptToDelete(uid);
+      else if (owner.deletingDependents) this.sinks.attemptToDelete(uid, 'user');
     }
     // An owner deleted while its dependents still named it (kept virtual,
     // recorded absent): a dependent created naming it now is decided too.
     // Without this it never was (found by the soak's net-reset run).
     else if ((edgeIsNew || !this.graph.edge(ref.uid, uid)) && this.absent.has(identityKey(owner)))
-      this.sinks.attemptToDelete(uid);
+      this.sinks.attemptToDelete(uid, 'user');
   }
 
   /**
@@ -588,10 +599,10 @@ export class Propagator {
       if (!now) {
         this.graph.dropEdge(ownerUid, uid);
         // The owner may be waiting for this dependent (foreground deletion).
-        if (was.blockOwnerDeletion) this.sinks.attemptToDelete(ownerUid);
+        if (was.blockOwnerDeletion) this.sinks.attemptToDelete(ownerUid, 'user');
         this.settleOwner(ownerUid);
       } else if (was.blockOwnerDeletion && !now.blockOwnerDeletion) {
-        this.sinks.attemptToDelete(ownerUid);
+        this.sinks.attemptToDelete(ownerUid, 'user');
       }
     }
     // The stored copies of references that stay exactly as they were.
@@ -690,21 +701,22 @@ export class Propagator {
   private removeObserved(uid: string): void {
     this.sinks.observedGone?.(uid);
     const node = this.graph.node(uid);
-    if (node) this.removeNode(node);
+    if (node) this.removeNode(node, 'user');
     // In no relation: nothing depends on it and nothing is queued for it.
     else this.graph.dropStandalone(uid);
   }
 
-  private removeNode(node: NodeAttributes): void {
+  /** `lane`: of what found it gone (an observed delete is the user's; a worker's verification, its item's). */
+  private removeNode(node: NodeAttributes, lane: Lane): void {
     const dependents = this.graph.dependents(node.uid);
     const owners = this.graph.owners(node.uid);
     if (dependents.length > 0) {
       this.absent.add(identityKey(node));
-      for (const dep of dependents) this.sinks.attemptToDelete(dep);
+      for (const dep of dependents) this.sinks.attemptToDelete(dep, lane);
     }
     for (const o of owners) {
       // An owner in foreground deletion may have been waiting for this one.
-      if (this.graph.node(o)?.deletingDependents) this.sinks.attemptToDelete(o);
+      if (this.graph.node(o)?.deletingDependents) this.sinks.attemptToDelete(o, 'user');
     }
     if (dependents.length > 0) {
       // Its dependents still name it: it stays as a virtual node (an owner
@@ -729,7 +741,7 @@ export class Propagator {
   }
 
   /** A worker verified `identity` does not exist (upstream: a virtual delete event). */
-  private virtualDelete(identity: Identity): void {
+  private virtualDelete(identity: Identity, lane: Lane): void {
     const node = this.graph.node(identity.uid);
     if (!node) {
       // Observed, in no relation: as for an observed node, only the exact
@@ -762,23 +774,23 @@ export class Propagator {
       // used them point at nothing.
       if (identityKey(node) !== verifiedKey) {
         if (matching.length > 0) this.absent.add(verifiedKey);
-        for (const dep of matching) this.sinks.attemptToDelete(dep);
+        for (const dep of matching) this.sinks.attemptToDelete(dep, lane);
         return;
       }
       this.sinks.observedGone?.(node.uid);
-      this.removeNode(node);
+      this.removeNode(node, lane);
       return;
     }
     if (nonMatching.length === 0) {
       if (this.graph.hasDependents(node.uid)) this.absent.add(verifiedKey);
-      for (const dep of matching) this.sinks.attemptToDelete(dep);
+      for (const dep of matching) this.sinks.attemptToDelete(dep, lane);
       this.graph.dropNode(node.uid);
       return;
     }
     // Dependents disagree on this owner's coordinates: those that match are
     // decided now; the node stays, re-verified under another claimed identity.
     if (matching.length > 0) this.absent.add(verifiedKey);
-    for (const dep of matching) this.sinks.attemptToDelete(dep);
+    for (const dep of matching) this.sinks.attemptToDelete(dep, lane);
     // Cycle through the claimed identities in a fixed order (as upstream's
     // getAlternateOwnerIdentity does) so that every one of them gets verified.
     if (identityKey(node) !== verifiedKey) return;
@@ -794,7 +806,7 @@ export class Propagator {
       node.kind = alt.ref.kind;
       node.name = alt.ref.name;
       node.namespace = alt.namespace;
-      this.sinks.attemptToDeleteRateLimited(node.uid);
+      this.sinks.attemptToDeleteRateLimited(node.uid, 'housekeeping');
     }
     this.log.debug('virtual owner claimed under several identities', { uid: node.uid });
   }

@@ -3,6 +3,7 @@
 // resources_sync_error counter, and kubegc's own. Every metric is listed in
 // docs/reference.md's metrics table.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LANES, type Lane } from '../api/lanes.ts';
 import type { GarbageCollectorMetrics } from '../gc/garbage-collector.ts';
 import { BLOCKED_REASONS, type CollectionSlis } from '../gc/slis.ts';
 import type { WorkQueue, WorkQueueMetrics } from '../queue/workqueue.ts';
@@ -17,6 +18,8 @@ export interface GcStateForMetrics {
   /** group-resources whose watch is stalled (see GarbageCollector.stalledInformers). */
   stalledResources?(): string[];
   queues(): WorkQueue[];
+  /** Requests of a lane waiting in the client-side rate limiter. */
+  rateLimited?(lane: Lane): number;
   isLeader(): boolean;
   /** Pending collections and blocked deletions (read at scrape: counts, never a walk). */
   slis?(): CollectionSlis;
@@ -87,6 +90,39 @@ export function createControllerMetrics(registry = new Registry()): ControllerMe
     collect() {
       for (const q of state?.queues() ?? [])
         this.set({ name: q.name }, q.longestRunningProcessorSeconds());
+    },
+  });
+  // One series per queue and lane, read at scrape time.
+  const laneGauges: [string, string, (q: WorkQueue, lane: Lane) => number][] = [
+    [
+      'kubegc_workqueue_lane_depth',
+      'Keys waiting for a worker in one lane of a work queue (user: caused by an observed change; housekeeping: verifying what was already there)',
+      (q, lane) => q.laneDepth(lane),
+    ],
+    [
+      'kubegc_workqueue_lane_oldest_seconds',
+      'How long the key waiting longest in one lane of a work queue has waited there, 0 when none waits',
+      (q, lane) => q.oldestWaitingSeconds(lane),
+    ],
+  ];
+  for (const [name, help, read] of laneGauges)
+    new Gauge({
+      name,
+      help,
+      labelNames: ['name', 'lane'],
+      registers: r,
+      collect() {
+        for (const q of state?.queues() ?? [])
+          for (const lane of LANES) this.set({ name: q.name, lane }, read(q, lane));
+      },
+    });
+  new Gauge({
+    name: 'kubegc_api_rate_limited_requests',
+    help: "Requests waiting for a token of the client-side rate limiter, by the lane of the work that issued them (informers' and discovery's count as user)",
+    labelNames: ['lane'],
+    registers: r,
+    collect() {
+      for (const lane of LANES) this.set({ lane }, state?.rateLimited?.(lane) ?? 0);
     },
   });
   const syncErrors = new Counter({

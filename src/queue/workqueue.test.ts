@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ItemExponentialFailureRateLimiter, type RateLimiter } from './rate-limiter.ts';
+import type { Lane } from '../api/lanes.ts';
 import {
+  defaultHousekeepingWorkers,
   done,
   failed,
   requeue,
@@ -31,7 +33,7 @@ async function until(cond: () => boolean): Promise<void> {
 }
 
 function queue(
-  process: (key: string) => Promise<ProcessResult>,
+  process: WorkQueueOptions['process'],
   opts: Partial<WorkQueueOptions> = {},
 ): WorkQueue {
   return new WorkQueue({
@@ -84,7 +86,7 @@ describe('WorkQueue ordering and de-duplication', () => {
     const r = recorder(() => done);
     const q = queue(r.process);
     const keys = ['e', 'a', 'd', 'b', 'c'];
-    for (const k of keys) q.add(k);
+    for (const k of keys) q.add(k, 'user');
     q.start();
     await q.onIdle();
     expect(r.calls).toEqual(keys);
@@ -93,8 +95,8 @@ describe('WorkQueue ordering and de-duplication', () => {
   test('nothing runs before start(); keys added earlier are kept in order', async () => {
     const r = recorder(() => done);
     const q = queue(r.process);
-    q.add('x');
-    q.add('y');
+    q.add('x', 'user');
+    q.add('y', 'user');
     await sleep(5);
     expect(r.calls).toEqual([]);
     expect(q.depth).toBe(2);
@@ -107,7 +109,7 @@ describe('WorkQueue ordering and de-duplication', () => {
     const r = recorder(() => done);
     const q = queue(r.process);
     q.start();
-    q.add('a');
+    q.add('a', 'user');
     // The caller may still be mid-way through the state change that caused the add.
     expect(r.calls).toEqual([]);
     await q.onIdle();
@@ -117,7 +119,7 @@ describe('WorkQueue ordering and de-duplication', () => {
   test('adding a key that is already waiting is a no-op', async () => {
     const r = recorder(() => done);
     const q = queue(r.process);
-    for (const k of ['a', 'b', 'a', 'a', 'b', 'c']) q.add(k);
+    for (const k of ['a', 'b', 'a', 'a', 'b', 'c']) q.add(k, 'user');
     expect(q.depth).toBe(3);
     q.start();
     await q.onIdle();
@@ -132,10 +134,10 @@ describe('WorkQueue ordering and de-duplication', () => {
     });
     const q = queue(r.process, { concurrency: 4 });
     q.start();
-    q.add('a');
+    q.add('a', 'user');
     await until(() => q.processingCount === 1);
-    for (let i = 0; i < 5; i++) q.add('a');
-    q.add('b');
+    for (let i = 0; i < 5; i++) q.add('a', 'user');
+    q.add('b', 'user');
     await until(() => r.calls.includes('b'));
     // Free workers must not pick up 'a' while it is still being processed.
     expect(r.calls.filter((k) => k === 'a')).toHaveLength(1);
@@ -154,7 +156,7 @@ describe('WorkQueue ordering and de-duplication', () => {
     const q = queue(r.process, { concurrency: 8 });
     q.start();
     for (let round = 0; round < 20; round++) {
-      for (const k of ['a', 'b', 'c', 'd']) q.add(k);
+      for (const k of ['a', 'b', 'c', 'd']) q.add(k, 'user');
       await sleep(0);
     }
     await q.onIdle();
@@ -172,7 +174,7 @@ describe('WorkQueue concurrency', () => {
         return done;
       });
       const q = queue(r.process, { concurrency: n });
-      for (let i = 0; i < 40; i++) q.add(`k${i}`);
+      for (let i = 0; i < 40; i++) q.add(`k${i}`, 'user');
       q.start();
       await q.onIdle();
       expect(r.calls).toHaveLength(40);
@@ -193,7 +195,7 @@ describe('WorkQueue concurrency', () => {
       { concurrency: 16 },
     );
     const n = 200_000;
-    for (let i = 0; i < n; i++) q.add(`ns/pod-${i}`);
+    for (let i = 0; i < n; i++) q.add(`ns/pod-${i}`, 'user');
     expect(q.depth).toBe(n);
     q.start();
     await q.onIdle();
@@ -229,7 +231,7 @@ describe('WorkQueue retries', () => {
       rateLimiter: spy,
       onError: (key, error, retries) => errors.push([key, error, retries]),
     });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => seen.length === 4);
     await q.onIdle();
@@ -248,7 +250,7 @@ describe('WorkQueue retries', () => {
     const onError = (_key: string, error: unknown) => errors.push(error);
     const r = recorder((_key, attempt) => (attempt < 3 ? requeue() : done));
     const q = queue(r.process, { onError });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => r.calls.length === 3);
     await q.onIdle();
@@ -265,7 +267,7 @@ describe('WorkQueue retries', () => {
       await gate.promise;
       return done;
     });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => requeues.length === 3);
     expect(q.numRequeues('a')).toBe(2);
@@ -284,7 +286,7 @@ describe('WorkQueue retries', () => {
       if (times.length === 2) return retryAfter(30);
       return done;
     });
-    q.add('a');
+    q.add('a', 'user');
     q.start();
     await until(() => times.length === 2);
     await until(() => q.delayedCount === 1);
@@ -298,27 +300,28 @@ describe('WorkQueue retries', () => {
 });
 
 describe('WorkQueue.addAfter', () => {
-  test('keeps only the earliest of several pending delays for a key', async () => {
-    const r = recorder(() => done);
+  test('keeps only the earliest of several pending delays for a key, in the higher lane asked for', async () => {
+    const r = laneRecorder();
     const q = queue(r.process);
     q.start();
-    q.addAfter('a', 60_000);
-    q.addAfter('a', 5);
-    q.addAfter('a', 30_000);
-    q.addAfter('b', 5);
-    q.addAfter('b', 60_000);
-    expect(q.delayedCount).toBe(2);
+    q.addAfter('a', 60_000, 'user');
+    q.addAfter('a', 5, 'housekeeping');
+    q.addAfter('a', 30_000, 'housekeeping');
+    q.addAfter('b', 5, 'user');
+    q.addAfter('b', 60_000, 'housekeeping');
+    q.addAfter('c', 5, 'housekeeping');
+    expect(q.delayedCount).toBe(3);
     expect(q.depth).toBe(0);
     // Were a 30 s or 60 s timer kept, this would time out.
     await q.onIdle();
-    expect(r.calls.sort()).toEqual(['a', 'b']);
+    expect(r.calls.sort()).toEqual(['a@user', 'b@user', 'c@housekeeping']);
     expect(q.delayedCount).toBe(0);
   });
 
   test('a delay of zero or less adds at once', () => {
     const q = queue(async () => done);
-    q.addAfter('a', 0);
-    q.addAfter('b', -5);
+    q.addAfter('a', 0, 'user');
+    q.addAfter('b', -5, 'user');
     expect(q.depth).toBe(2);
     expect(q.delayedCount).toBe(0);
   });
@@ -327,7 +330,7 @@ describe('WorkQueue.addAfter', () => {
     const timers = () => process.getActiveResourcesInfo().filter((t) => t === 'Timeout').length;
     const q = queue(async () => done);
     const before = timers();
-    q.addAfter('a', 60_000);
+    q.addAfter('a', 60_000, 'user');
     expect(q.delayedCount).toBe(1);
     expect(timers()).toBe(before);
     await q.shutDown();
@@ -337,7 +340,7 @@ describe('WorkQueue.addAfter', () => {
     const r = recorder(() => done);
     const q = queue(r.process, { rateLimiter: new ItemExponentialFailureRateLimiter(60_000) });
     q.start();
-    q.addRateLimited('a');
+    q.addRateLimited('a', 'user');
     expect(q.delayedCount).toBe(1);
     expect(q.numRequeues('a')).toBe(1);
     await sleep(5);
@@ -356,9 +359,9 @@ describe('WorkQueue.shutDown and onIdle', () => {
       return key === 'a' ? failed(new Error('late failure')) : done;
     });
     const q = queue(r.process);
-    q.add('a');
-    q.add('b');
-    q.addAfter('c', 60_000);
+    q.add('a', 'user');
+    q.add('b', 'user');
+    q.addAfter('c', 60_000, 'user');
     q.start();
     await until(() => q.processingCount === 1);
 
@@ -368,10 +371,10 @@ describe('WorkQueue.shutDown and onIdle', () => {
     });
     expect(q.delayedCount).toBe(0);
     expect(q.depth).toBe(0);
-    q.add('d');
-    q.add('a');
-    q.addAfter('e', 1);
-    q.addRateLimited('f');
+    q.add('d', 'user');
+    q.add('a', 'user');
+    q.addAfter('e', 1, 'user');
+    q.addRateLimited('f', 'user');
     await sleep(5);
     expect(finished).toBe(false);
 
@@ -384,14 +387,14 @@ describe('WorkQueue.shutDown and onIdle', () => {
     expect(q.processingCount).toBe(0);
 
     q.start();
-    q.add('g');
+    q.add('g', 'user');
     await sleep(5);
     expect(r.calls).toEqual(['a']);
   });
 
   test('shutDown of an idle or never-started queue resolves', async () => {
     const q = queue(async () => done);
-    q.add('a');
+    q.add('a', 'user');
     await q.shutDown();
     expect(q.depth).toBe(0);
     await queue(async () => done).shutDown();
@@ -402,7 +405,7 @@ describe('WorkQueue.shutDown and onIdle', () => {
     const q = queue(r.process);
     await q.onIdle();
     q.start();
-    q.addAfter('a', 10);
+    q.addAfter('a', 10, 'user');
     let idle = false;
     const waiting = q.onIdle().then(() => {
       idle = true;
@@ -442,9 +445,9 @@ describe('WorkQueue metrics', () => {
         },
       },
     );
-    q.add('a');
-    q.add('b');
-    q.add('a'); // no-op, not counted
+    q.add('a', 'user');
+    q.add('b', 'user');
+    q.add('a', 'user'); // no-op, not counted
     t += 500; // both wait 0.5 s before start
     q.start();
     await q.onIdle();
@@ -472,10 +475,10 @@ describe('WorkQueue metrics', () => {
     expect(q.unfinishedWorkSeconds()).toBe(0);
     expect(q.longestRunningProcessorSeconds()).toBe(0);
     q.start();
-    q.add('a');
+    q.add('a', 'user');
     await until(() => q.processingCount === 1);
     t = 3000;
-    q.add('b');
+    q.add('b', 'user');
     await until(() => q.processingCount === 2);
     t = 4000;
     expect(q.unfinishedWorkSeconds()).toBe(4 + 1);
@@ -486,5 +489,202 @@ describe('WorkQueue metrics', () => {
     gates.get('b')?.resolve();
     await q.onIdle();
     expect(q.unfinishedWorkSeconds()).toBe(0);
+  });
+});
+
+/** Records `key@lane` of each run, and holds the runs of the keys in `held` until released. */
+function laneRecorder(
+  result: (key: string, lane: Lane, attempt: number) => ProcessResult = () => done,
+) {
+  const calls: string[] = [];
+  const held = new Map<string, Deferred>();
+  const inFlight = new Map<string, number>();
+  let maxPerKey = 0;
+  const running: Record<Lane, number> = { user: 0, housekeeping: 0 };
+  const maxRunning: Record<Lane, number> = { user: 0, housekeeping: 0 };
+  const process = async (key: string, lane: Lane): Promise<ProcessResult> => {
+    calls.push(`${key}@${lane}`);
+    const attempt = calls.filter((c) => c.startsWith(`${key}@`)).length;
+    const n = (inFlight.get(key) ?? 0) + 1;
+    inFlight.set(key, n);
+    maxPerKey = Math.max(maxPerKey, n);
+    running[lane]++;
+    maxRunning[lane] = Math.max(maxRunning[lane], running[lane]);
+    try {
+      await held.get(key)?.promise;
+      return result(key, lane, attempt);
+    } finally {
+      running[lane]--;
+      inFlight.set(key, n - 1);
+    }
+  };
+  return {
+    process,
+    calls,
+    /** Runs of `key` wait until release(key). */
+    hold(...keys: string[]) {
+      for (const k of keys) held.set(k, deferred());
+    },
+    release(...keys: string[]) {
+      for (const k of keys) {
+        held.get(k)?.resolve();
+        held.delete(k);
+      }
+    },
+    running,
+    maxRunning,
+    get maxPerKey() {
+      return maxPerKey;
+    },
+  };
+}
+
+describe('WorkQueue lanes', () => {
+  test('user keys are taken before housekeeping keys that waited longer', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    for (const k of ['h1', 'h2', 'h3']) q.add(k, 'housekeeping');
+    q.add('u1', 'user');
+    q.start();
+    // A user key arriving while housekeeping runs goes next, ahead of the rest.
+    r.hold('h1');
+    await until(() => r.calls.length === 2);
+    q.add('u2', 'user');
+    r.release('h1');
+    await q.onIdle();
+    expect(r.calls).toEqual([
+      'u1@user',
+      'h1@housekeeping',
+      'u2@user',
+      'h2@housekeeping',
+      'h3@housekeeping',
+    ]);
+  });
+
+  test('a waiting housekeeping key asked for as user moves to the user lane, once', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    for (const k of ['h1', 'h2', 'h3']) q.add(k, 'housekeeping');
+    q.add('u1', 'user');
+    q.add('h3', 'user');
+    expect([q.laneDepth('user'), q.laneDepth('housekeeping'), q.depth]).toEqual([2, 2, 4]);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(['u1@user', 'h3@user', 'h1@housekeeping', 'h2@housekeeping']);
+  });
+
+  test('never demoted: a user key asked for as housekeeping stays in the user lane', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process);
+    q.add('h1', 'housekeeping');
+    q.add('u1', 'user');
+    q.add('u1', 'housekeeping');
+    expect([q.laneDepth('user'), q.laneDepth('housekeeping')]).toEqual([1, 1]);
+    q.start();
+    await q.onIdle();
+    expect(r.calls).toEqual(['u1@user', 'h1@housekeeping']);
+  });
+
+  test('re-added while processing in any lanes: once more after, in the higher, never concurrently', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 4 });
+    q.start();
+    r.hold('k');
+    q.add('k', 'housekeeping');
+    await until(() => r.calls.length === 1);
+    q.add('k', 'housekeeping');
+    q.add('k', 'user');
+    q.add('k', 'housekeeping');
+    // Waiting for the current run, not in a lane (a worker would take it).
+    expect(q.depth).toBe(0);
+    r.release('k');
+    await q.onIdle();
+    expect(r.calls).toEqual(['k@housekeeping', 'k@user']);
+    expect(r.maxPerKey).toBe(1);
+  });
+
+  test('promotion under churn never runs a key on two workers', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 8 });
+    q.start();
+    const lanes: Lane[] = ['housekeeping', 'user'];
+    for (let round = 0; round < 200; round++) {
+      for (const k of ['a', 'b', 'c', 'd'])
+        q.add(k, lanes[(round + k.charCodeAt(0)) % 2] ?? 'user');
+      if (round % 3 === 0) await settle();
+    }
+    await q.onIdle();
+    expect(r.maxPerKey).toBe(1);
+  });
+
+  test('a retry keeps its lane and its own backoff', async () => {
+    const r = laneRecorder((key, _lane, attempt) => (attempt < 3 ? requeue() : done));
+    const q = queue(r.process, { rateLimiter: new ItemExponentialFailureRateLimiter(1, 50) });
+    q.add('h', 'housekeeping');
+    q.add('u', 'user');
+    q.start();
+    await until(() => r.calls.filter((c) => c.startsWith('h@')).length === 2);
+    // Each key counts its own failures.
+    expect(q.numRequeues('h')).toBe(2);
+    await q.onIdle();
+    expect(r.calls.filter((c) => c.startsWith('h@'))).toEqual(Array(3).fill('h@housekeeping'));
+    expect(r.calls.filter((c) => c.startsWith('u@'))).toEqual(Array(3).fill('u@user'));
+    expect([q.numRequeues('h'), q.numRequeues('u')]).toEqual([0, 0]);
+  });
+
+  test('housekeeping never holds every worker; user work may take them all', async () => {
+    const r = laneRecorder();
+    const q = queue(r.process, { concurrency: 4 });
+    const hk = Array.from({ length: 10 }, (_, i) => `h${i}`);
+    const user = Array.from({ length: 6 }, (_, i) => `u${i}`);
+    r.hold(...hk, ...user);
+    for (const k of hk) q.add(k, 'housekeeping');
+    q.start();
+    await until(() => r.running.housekeeping === 3);
+    await settle();
+    expect(r.running.housekeeping).toBe(3);
+    for (const k of user) q.add(k, 'user');
+    // The worker housekeeping left free.
+    await until(() => r.running.user === 1);
+    expect(r.running.housekeeping).toBe(3);
+    // Each worker done with housekeeping takes user work first.
+    r.release(...hk);
+    await until(() => r.running.user === 4);
+    r.release(...user);
+    await q.onIdle();
+    expect(r.maxRunning).toEqual({ user: 4, housekeeping: 3 });
+    expect(r.calls).toHaveLength(16);
+  });
+
+  test.each([
+    [1, 1],
+    [2, 1],
+    [4, 3],
+    [20, 15],
+  ])('%i workers: housekeeping may hold %i', (workers, housekeeping) => {
+    expect(defaultHousekeepingWorkers(workers)).toBe(housekeeping);
+  });
+
+  test("each lane's depth and oldest waiting key's age; a promoted key's age counts from its promotion", () => {
+    let t = 0;
+    const q = queue(() => Promise.resolve(done), { now: () => t });
+    expect([q.oldestWaitingSeconds('user'), q.oldestWaitingSeconds('housekeeping')]).toEqual([
+      0, 0,
+    ]);
+    q.add('h1', 'housekeeping');
+    t = 1000;
+    q.add('h2', 'housekeeping');
+    t = 3000;
+    q.add('u1', 'user');
+    t = 4000;
+    expect([q.oldestWaitingSeconds('user'), q.oldestWaitingSeconds('housekeeping')]).toEqual([
+      1, 4,
+    ]);
+    q.add('h1', 'user');
+    t = 4500;
+    expect([q.laneDepth('user'), q.laneDepth('housekeeping')]).toEqual([2, 1]);
+    expect([q.oldestWaitingSeconds('user'), q.oldestWaitingSeconds('housekeeping')]).toEqual([
+      1.5, 3.5,
+    ]);
   });
 });

@@ -1,17 +1,24 @@
 // client-go workqueue semantics (dirty set, processing set, delayed adds,
 // per-key rate-limited retries) with p-queue supplying only the worker pool:
-// up to `concurrency` worker loops, each taking keys from one FIFO.
+// up to `concurrency` worker loops, each taking keys from one FIFO per lane
+// (src/api/lanes.ts), the user lane's first.
 //
 // The guarantees that controllers rely on:
-//   - a key is processed by at most one worker at a time;
+//   - a key is processed by at most one worker at a time, whatever lanes it
+//     was asked for in;
 //   - adding a key that is already waiting is a no-op, so bursts of events for
-//     one object collapse into one sync;
+//     one object collapse into one sync; asked for in a higher lane than the
+//     one it waits in, it moves there (promoted, never demoted);
 //   - adding a key while it is being processed runs it exactly once more,
-//     after the current run, so no event is lost;
+//     after the current run, in the higher of the lanes asked for, so no
+//     event is lost;
 //   - the outcome of process() is turned into forget / requeue / backoff here,
-//     in one place, instead of in every controller.
+//     in one place, instead of in every controller; a retry keeps its lane;
+//   - housekeeping never holds every worker: `housekeepingWorkers` of them at
+//     most, so user work always finds one free soon.
 
 import PQueue from 'p-queue';
+import { higherLane, type Lane } from '../api/lanes.ts';
 import { defaultControllerRateLimiter, type RateLimiter } from './rate-limiter.ts';
 
 export type ProcessResult =
@@ -54,7 +61,14 @@ export interface WorkQueueOptions {
   name: string;
   /** Number of workers. */
   concurrency: number;
-  process: (key: string) => Promise<ProcessResult>;
+  /**
+   * How many workers may process housekeeping keys at once; the rest are
+   * kept for the user lane. Default: all but a quarter (at least one) of
+   * `concurrency`, or the one worker there is.
+   */
+  housekeepingWorkers?: number;
+  /** Decides `key`; `lane` is the lane it was taken from. */
+  process: (key: string, lane: Lane) => Promise<ProcessResult>;
   /** Defaults to defaultControllerRateLimiter(). */
   rateLimiter?: RateLimiter;
   metrics?: WorkQueueMetrics;
@@ -70,65 +84,93 @@ export interface WorkQueueOptions {
 
 // setTimeout fires at once for longer delays (with a warning); clamp instead.
 const MAX_TIMER_MS = 2_147_483_647;
-// Dequeued slots are dropped in batches so dequeue stays O(1) amortized.
-const COMPACT_AFTER = 1024;
 
-interface Ready {
+/** A key waiting for a worker, linked into its lane's list. */
+interface Waiting {
   key: string;
+  lane: Lane;
+  /** When it became ready (the queue-latency metric). */
   since: number;
+  /** When it entered this lane (the lane's oldest-item gauge). */
+  laneSince: number;
+  prev: Waiting | undefined;
+  next: Waiting | undefined;
 }
 
-/** FIFO with O(1) amortized dequeue (Array#shift is O(n) on large arrays). */
-class Fifo {
-  private items: (Ready | undefined)[] = [];
-  private head = 0;
+/**
+ * The keys waiting in one lane, oldest first: a doubly linked list, so that
+ * a key promoted to the user lane leaves the housekeeping lane in O(1).
+ */
+class LaneList {
+  private head: Waiting | undefined;
+  private tail: Waiting | undefined;
+  length = 0;
 
-  get length(): number {
-    return this.items.length - this.head;
+  push(w: Waiting): void {
+    w.prev = this.tail;
+    w.next = undefined;
+    if (this.tail) this.tail.next = w;
+    else this.head = w;
+    this.tail = w;
+    this.length++;
   }
 
-  push(item: Ready): void {
-    this.items.push(item);
+  remove(w: Waiting): void {
+    if (w.prev) w.prev.next = w.next;
+    else this.head = w.next;
+    if (w.next) w.next.prev = w.prev;
+    else this.tail = w.prev;
+    w.prev = w.next = undefined;
+    this.length--;
   }
 
-  shift(): Ready | undefined {
-    if (this.head === this.items.length) return undefined;
-    const item = this.items[this.head];
-    this.items[this.head] = undefined;
-    this.head++;
-    if (this.head === this.items.length) {
-      this.items = [];
-      this.head = 0;
-    } else if (this.head > COMPACT_AFTER && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return item;
+  shift(): Waiting | undefined {
+    const w = this.head;
+    if (w) this.remove(w);
+    return w;
+  }
+
+  /** The oldest. */
+  peek(): Waiting | undefined {
+    return this.head;
   }
 
   clear(): void {
-    this.items = [];
-    this.head = 0;
+    this.head = this.tail = undefined;
+    this.length = 0;
   }
+}
+
+/** All but a quarter (at least one) of the workers, or the only one. */
+export function defaultHousekeepingWorkers(concurrency: number): number {
+  return concurrency <= 1 ? concurrency : concurrency - Math.max(1, Math.floor(concurrency / 4));
 }
 
 export class WorkQueue {
   readonly name: string;
-  private readonly process: (key: string) => Promise<ProcessResult>;
+  private readonly process: (key: string, lane: Lane) => Promise<ProcessResult>;
   private readonly rateLimiter: RateLimiter;
   private readonly metrics: WorkQueueMetrics;
   private readonly onError: (key: string, error: unknown, retries: number) => void;
   private readonly now: () => number;
+  private readonly housekeepingWorkers: number;
   /** Worker loops queued in or running on `workers`; at most its concurrency. */
   private workerCount = 0;
   private readonly workers: PQueue;
 
-  private readonly ready = new Fifo();
-  /** Keys that need processing: waiting in `ready`, or re-added while processing. */
-  private readonly dirty = new Set<string>();
-  /** Key → processing start time. */
-  private readonly processing = new Map<string, number>();
-  private readonly delayed = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private readonly ready: Record<Lane, LaneList> = {
+    user: new LaneList(),
+    housekeeping: new LaneList(),
+  };
+  /** Keys that need processing (waiting, or re-added while processing), and the lane they run in. */
+  private readonly dirty = new Map<string, Lane>();
+  /** Keys waiting in a lane's list (not processing). */
+  private readonly waiting = new Map<string, Waiting>();
+  /** Key → processing start time and lane. */
+  private readonly processing = new Map<string, { start: number; lane: Lane }>();
+  /** Keys being processed, per lane. */
+  private readonly running: Record<Lane, number> = { user: 0, housekeeping: 0 };
+  private readonly delayed = new Map<string, { at: number; lane: Lane; timer: NodeJS.Timeout }>();
   private idleWaiters: (() => void)[] = [];
   private started = false;
   private shuttingDown = false;
@@ -143,48 +185,73 @@ export class WorkQueue {
       ((key, error, retries) =>
         console.error(`${this.name}: error processing ${key} (retries ${retries}):`, error));
     this.now = opts.now ?? (() => performance.now());
+    this.housekeepingWorkers =
+      opts.housekeepingWorkers ?? defaultHousekeepingWorkers(opts.concurrency);
+    if (!(this.housekeepingWorkers >= 1))
+      throw new RangeError(`${this.name}: housekeepingWorkers must be at least 1`);
     // Paused until start(): keys added before then wait in `ready`, in order.
     this.workers = new PQueue({ concurrency: opts.concurrency, autoStart: false });
   }
 
-  add(key: string): void {
-    if (this.shuttingDown || this.dirty.has(key)) return;
-    this.dirty.add(key);
+  add(key: string, lane: Lane): void {
+    if (this.shuttingDown) return;
+    const was = this.dirty.get(key);
+    if (was !== undefined) {
+      if (higherLane(was, lane) !== was) this.promote(key, lane);
+      return;
+    }
+    this.dirty.set(key, lane);
     this.metrics.add?.(this.name);
     // The worker that holds the key re-enqueues it when it finishes.
     if (this.processing.has(key)) return;
-    this.enqueue(key);
+    this.enqueue(key, lane, this.now());
   }
 
-  addAfter(key: string, delayMs: number): void {
+  /** A key already asked for, now asked for in a higher lane: it runs there (next, if it is being processed). */
+  private promote(key: string, lane: Lane): void {
+    this.dirty.set(key, lane);
+    const w = this.waiting.get(key);
+    if (!w) return;
+    this.ready[w.lane].remove(w);
+    this.enqueue(key, lane, w.since);
+  }
+
+  addAfter(key: string, delayMs: number, lane: Lane): void {
     if (this.shuttingDown) return;
     if (!(delayMs > 0)) {
-      this.add(key);
+      this.add(key, lane);
       return;
     }
     const at = this.now() + delayMs;
     const pending = this.delayed.get(key);
     if (pending !== undefined) {
-      if (pending.at <= at) return;
+      // One timer per key: the earliest, in the higher of the lanes asked for.
+      const higher = higherLane(pending.lane, lane);
+      if (pending.at <= at) {
+        pending.lane = higher;
+        return;
+      }
       clearTimeout(pending.timer);
+      lane = higher;
     }
     const timer = setTimeout(
       () => {
+        const entry = this.delayed.get(key);
         this.delayed.delete(key);
-        this.add(key);
+        this.add(key, entry?.lane ?? lane);
         this.checkIdle();
       },
       Math.min(delayMs, MAX_TIMER_MS),
     );
     // A pending retry alone must not keep the process alive.
     timer.unref();
-    this.delayed.set(key, { at, timer });
+    this.delayed.set(key, { at, lane, timer });
   }
 
-  addRateLimited(key: string): void {
+  addRateLimited(key: string, lane: Lane): void {
     if (this.shuttingDown) return;
     this.metrics.retry?.(this.name);
-    this.addAfter(key, this.rateLimiter.when(key));
+    this.addAfter(key, this.rateLimiter.when(key), lane);
   }
 
   forget(key: string): void {
@@ -195,8 +262,20 @@ export class WorkQueue {
     return this.rateLimiter.numRequeues(key);
   }
 
+  /** Keys waiting for a worker, both lanes. */
   get depth(): number {
-    return this.ready.length;
+    return this.ready.user.length + this.ready.housekeeping.length;
+  }
+
+  /** Keys waiting for a worker in `lane`. */
+  laneDepth(lane: Lane): number {
+    return this.ready[lane].length;
+  }
+
+  /** How long the key waiting longest in `lane` has been there (0: none waits). */
+  oldestWaitingSeconds(lane: Lane): number {
+    const oldest = this.ready[lane].peek();
+    return oldest ? (this.now() - oldest.laneSince) / 1000 : 0;
   }
 
   get processingCount(): number {
@@ -210,14 +289,14 @@ export class WorkQueue {
   unfinishedWorkSeconds(): number {
     const now = this.now();
     let total = 0;
-    for (const start of this.processing.values()) total += now - start;
+    for (const { start } of this.processing.values()) total += now - start;
     return total / 1000;
   }
 
   longestRunningProcessorSeconds(): number {
     const now = this.now();
     let longest = 0;
-    for (const start of this.processing.values()) longest = Math.max(longest, now - start);
+    for (const { start } of this.processing.values()) longest = Math.max(longest, now - start);
     return longest / 1000;
   }
 
@@ -231,7 +310,9 @@ export class WorkQueue {
     this.shuttingDown = true;
     for (const { timer } of this.delayed.values()) clearTimeout(timer);
     this.delayed.clear();
-    this.ready.clear();
+    this.ready.user.clear();
+    this.ready.housekeeping.clear();
+    this.waiting.clear();
     this.dirty.clear();
     this.metrics.depth?.(this.name, 0);
     // Workers not yet started are dropped (their promises reject with an
@@ -247,7 +328,7 @@ export class WorkQueue {
   }
 
   private isIdle(): boolean {
-    return this.ready.length === 0 && this.processing.size === 0 && this.delayed.size === 0;
+    return this.depth === 0 && this.processing.size === 0 && this.delayed.size === 0;
   }
 
   private checkIdle(): void {
@@ -257,17 +338,39 @@ export class WorkQueue {
     for (const resolve of waiters) resolve();
   }
 
-  private enqueue(key: string): void {
-    this.ready.push({ key, since: this.now() });
-    this.metrics.depth?.(this.name, this.ready.length);
+  private enqueue(key: string, lane: Lane, since: number): void {
+    const w: Waiting = {
+      key,
+      lane,
+      since,
+      laneSince: this.now(),
+      prev: undefined,
+      next: undefined,
+    };
+    this.ready[lane].push(w);
+    this.waiting.set(key, w);
+    this.metrics.depth?.(this.name, this.depth);
     // Workers are long-lived loops, like client-go's goroutines calling Get():
     // one p-queue task per key would cost ~10 µs of p-queue bookkeeping per key
-    // (12 s to add 1,000,000 keys). Rejections other than clear()'s can only
-    // come from a throwing hook and should surface as unhandled, not vanish.
-    if (this.workerCount < this.workers.concurrency) {
+    // (12 s to add 1,000,000 keys). A loop not busy with user work can take a
+    // housekeeping key only while fewer than housekeepingWorkers run: when
+    // that many loops already could, none is added (it would exit at once).
+    // Rejections other than clear()'s can only come from a throwing hook and
+    // should surface as unhandled, not vanish.
+    const couldTake =
+      lane === 'user' || this.workerCount - this.running.user < this.housekeepingWorkers;
+    if (this.workerCount < this.workers.concurrency && couldTake) {
       this.workerCount++;
       void this.workers.add(() => this.work());
     }
+  }
+
+  /** The next key for a free worker: the user lane first; housekeeping only below its share of workers. */
+  private next(): Waiting | undefined {
+    const user = this.ready.user.shift();
+    if (user) return user;
+    if (this.running.housekeeping >= this.housekeepingWorkers) return undefined;
+    return this.ready.housekeeping.shift();
   }
 
   private async work(): Promise<void> {
@@ -276,7 +379,7 @@ export class WorkQueue {
       // re-entrantly from the caller's add(), whose own state change (e.g. the
       // propagator's graph write) may not be complete yet.
       await Promise.resolve();
-      for (let next = this.ready.shift(); next !== undefined; next = this.ready.shift()) {
+      for (let next = this.next(); next !== undefined; next = this.next()) {
         await this.processOne(next);
       }
     } finally {
@@ -284,16 +387,18 @@ export class WorkQueue {
     }
   }
 
-  private async processOne({ key, since }: Ready): Promise<void> {
+  private async processOne({ key, lane, since }: Waiting): Promise<void> {
     const start = this.now();
+    this.waiting.delete(key);
     this.dirty.delete(key);
-    this.processing.set(key, start);
-    this.metrics.depth?.(this.name, this.ready.length);
+    this.processing.set(key, { start, lane });
+    this.running[lane]++;
+    this.metrics.depth?.(this.name, this.depth);
     this.metrics.queueLatency?.(this.name, (start - since) / 1000);
 
     let outcome: ProcessResult;
     try {
-      outcome = await this.process(key);
+      outcome = await this.process(key, lane);
     } catch (error) {
       outcome = failed(error);
     }
@@ -302,29 +407,31 @@ export class WorkQueue {
       this.metrics.workDuration?.(this.name, (this.now() - start) / 1000);
       // Still marked as processing, so an immediate re-add only sets it dirty
       // and the key is re-enqueued below rather than run concurrently.
-      this.settle(key, outcome);
+      this.settle(key, outcome, lane);
     } finally {
       this.processing.delete(key);
-      if (this.dirty.has(key) && !this.shuttingDown) this.enqueue(key);
+      this.running[lane]--;
+      const again = this.dirty.get(key);
+      if (again !== undefined && !this.shuttingDown) this.enqueue(key, again, this.now());
       this.checkIdle();
     }
   }
 
-  private settle(key: string, outcome: ProcessResult): void {
+  private settle(key: string, outcome: ProcessResult, lane: Lane): void {
     switch (outcome.result) {
       case 'done':
         this.forget(key);
         return;
       case 'retryAfter':
         this.forget(key);
-        this.addAfter(key, outcome.delayMs);
+        this.addAfter(key, outcome.delayMs, lane);
         return;
       case 'requeue':
-        this.addRateLimited(key);
+        this.addRateLimited(key, lane);
         return;
       case 'error': {
         const retries = this.numRequeues(key);
-        this.addRateLimited(key);
+        this.addRateLimited(key, lane);
         this.onError(key, outcome.error, retries);
         return;
       }

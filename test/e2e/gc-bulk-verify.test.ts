@@ -206,9 +206,9 @@ test('a restart where nothing leaked reads no owner and queues nothing', async (
     intercept: rec.intercept,
     beforeStart: (gc) => {
       const add = gc.deleteQueue.add.bind(gc.deleteQueue);
-      gc.deleteQueue.add = (key) => {
+      gc.deleteQueue.add = (key, lane) => {
         if (mine.has(key)) queued.push(key);
-        add(key);
+        add(key, lane);
       };
     },
   });

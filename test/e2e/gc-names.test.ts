@@ -91,7 +91,7 @@ test('a live Role named "x,metadata.name!=x": its dependent, decided from a live
     },
     k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
   );
-  gc.deleteQueue.add(d.uid);
+  gc.deleteQueue.add(d.uid, 'user');
   await waitFor('the graph to see the update', () =>
     Promise.resolve(gc.graph.get(d.uid)?.resourceVersion === patched.metadata?.resourceVersion),
   );

@@ -400,7 +400,7 @@ test('an owner referenced through a version no longer served (404 for the path, 
         asked++;
       return Promise.resolve();
     };
-    gc.deleteQueue.add(d.uid);
+    gc.deleteQueue.add(d.uid, 'user');
     await waitFor('kubegc to read the owner through v2', () => Promise.resolve(asked > 0));
     await g.decided();
     const dep = await read(c, d);

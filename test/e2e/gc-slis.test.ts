@@ -12,12 +12,13 @@ import { kubegcArgv } from '../../cluster/kubegc-command.ts';
 import { KubeClient, loadKubeConfig } from '../../src/api/client.ts';
 import { discover } from '../../src/api/discovery.ts';
 import type { Report, StuckDeletion } from '../../src/doctor/analyze.ts';
+import { parsePrometheusText } from '../../src/doctor/gc-metrics.ts';
 import { waitFor } from '../support/cluster.ts';
 import { afterFile, e2e } from '../support/e2e.ts';
 import {
-  applyMetricsReaderRoles,
   deleteBindings,
   httpsGet,
+  metricsReaderToken,
   serviceAccountToken,
 } from '../support/metrics-access.ts';
 import {
@@ -32,33 +33,11 @@ import {
 import { mintServiceAccountKubeconfig } from '../support/service-account.ts';
 import { addresses, kubegcController, type KubegcProcess } from '../support/kubegc.ts';
 
-const { cluster, c, namespace } = await e2e();
-await applyMetricsReaderRoles(cluster);
-const readerNs = await namespace('slis-reader');
-afterFile(() => deleteBindings(c, readerNs));
-const readerToken = await serviceAccountToken(c, readerNs, 'scraper', ['kubegc-metrics-reader']);
+const fixture = await e2e();
+const { cluster, c, namespace } = fixture;
+const readerToken = await metricsReaderToken(fixture, 'slis-reader');
 
 // ---- reading /metrics --------------------------------------------------------
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-function parseMetrics(text: string): Sample[] {
-  const out: Sample[] = [];
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m?.[1] || !m[3]) continue;
-    const labels: Record<string, string> = {};
-    for (const [, k, v] of (m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g))
-      if (k !== undefined && v !== undefined) labels[k] = v;
-    out.push({ name: m[1], labels, value: Number(m[3]) });
-  }
-  return out;
-}
 
 /** The metrics as the kubegc-metrics-reader role reads them, over HTTPS. */
 async function scrape(
@@ -66,7 +45,7 @@ async function scrape(
 ): Promise<(name: string, labels?: Record<string, string>) => number> {
   const answer = await httpsGet(addresses(gc).metrics, '/metrics', readerToken);
   if (answer.status !== 200) throw new Error(`GET /metrics: ${answer.status} ${answer.body}`);
-  const samples = parseMetrics(answer.body);
+  const samples = parsePrometheusText(answer.body);
   return (name, labels = {}) =>
     samples
       .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))

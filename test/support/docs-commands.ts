@@ -300,6 +300,17 @@ export const PROVEN_ELSEWHERE: readonly ProvenElsewhere[] = [
     why: 'a port-forward needs a real kubelet: the in-cluster e2e reaches the pods’ port 8443 directly; here the curl after it runs against a kubegc serving on loopback',
   },
   {
+    command:
+      'kubegc doctor --gc-metrics https://127.0.0.1:8443/metrics --gc-metrics-insecure-skip-tls-verify --gc-metrics-token-file reader.token',
+    proofs: [
+      {
+        file: 'test/e2e/gc-lanes.test.ts',
+        words: ['--gc-metrics', '--gc-metrics-token-file', '--gc-metrics-insecure-skip-tls-verify'],
+      },
+    ],
+    why: 'its URL is a port-forward to a pod (a real kubelet); gc-lanes runs the same doctor against an in-process collector serving its metrics port over HTTPS on loopback, with a kubegc-metrics-reader token, during a backlog',
+  },
+  {
     command: 'kubectl -n kubegc-system port-forward pod/POD 8443 &',
     proofs: [{ file: IN_CLUSTER, words: ['kubegc-system', '8443'] }],
     why: 'a port-forward needs a real kubelet: the in-cluster e2e reaches the pods’ port 8443 directly; here the curl after it runs against a kubegc serving on loopback',

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, type Cluster } from '../../cluster/controlplane.ts';
 import type { Clients } from './cluster.ts';
+import { afterFile, type ClusterFixture } from './e2e.ts';
 
 const run = promisify(execFile);
 
@@ -106,4 +107,16 @@ export function httpsGet(
     req.on('timeout', () => req.destroy(new Error(`GET ${url.href}: timeout`)));
     req.on('error', reject);
   });
+}
+
+/**
+ * A token of a service account bound to kubegc-metrics-reader, in a
+ * namespace of the file's own (`prefix`), for the whole file: the roles
+ * applied first, the binding deleted after the file.
+ */
+export async function metricsReaderToken(f: ClusterFixture, prefix: string): Promise<string> {
+  await applyMetricsReaderRoles(f.cluster);
+  const ns = await f.namespace(prefix);
+  afterFile(() => deleteBindings(f.c, ns));
+  return serviceAccountToken(f.c, ns, 'scraper', ['kubegc-metrics-reader']);
 }

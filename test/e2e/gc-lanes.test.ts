@@ -100,6 +100,10 @@ test("a user's Background cascade right after a restart is done before the resta
     userAgent: 'kubegc-e2e-lanes',
     log: e2eLogger('error'),
     client: { qps: QPS, burst: QPS },
+    // Owners read one by one (bulk verification off): the backlog this test
+    // orders the user's cascade against is one read per leaked object, as
+    // where bulk verification does not pay (gc-bulk-verify covers that path).
+    gc: { bulkVerify: { minOwners: Infinity } },
     metrics: metrics.gc,
     intercept: (r) => {
       const what = classify(r, ns);

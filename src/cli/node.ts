@@ -17,7 +17,13 @@ import {
 import { createNodeMetrics } from '../node/metrics.ts';
 import { NodeGc } from '../node/node-gc.ts';
 import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
-import { apiPodLister, NODE_NAME_FIX, nodeExists, nodeNotFoundError } from '../node/pods.ts';
+import {
+  apiPodLister,
+  NODE_NAME_FIX,
+  nodeExists,
+  nodeNotFoundError,
+  PodListGate,
+} from '../node/pods.ts';
 import { PressureMonitor, rootDirProblem } from '../node/pressure.ts';
 import {
   DEFAULT_EVICTION_HARD,
@@ -310,7 +316,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     log,
     (up) => metrics.runtimeUp.set(up ? 1 : 0),
   );
-  const pods = client ? apiPodLister(client, nodeName) : undefined;
+  const pods = client ? new PodListGate(apiPodLister(client, nodeName)) : undefined;
   const images = new ImageGarbageCollector(
     runtime,
     {
@@ -387,6 +393,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       pressurePeriodMs,
     },
     ...(pressure ? { pressure } : {}),
+    ...(pods ? { podLists: pods } : {}),
   });
   const startFields = {
     version: VERSION,

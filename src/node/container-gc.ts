@@ -116,7 +116,7 @@ export class ContainerGarbageCollector {
     if (!this.opts.pods) return unknown;
     let pods: NodePod[];
     try {
-      pods = await this.opts.pods.nodePods();
+      pods = await this.opts.pods.nodePods({ urgent: pressure });
     } catch (err) {
       if (err instanceof PodsUnknownError) this.podsUnknown(err);
       else {

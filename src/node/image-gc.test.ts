@@ -372,6 +372,23 @@ describe('images of pods bound to this node', () => {
     expect([...r.images.keys()]).toEqual([hex('l')]);
   });
 
+  test('a list that fails after one that worked: the pods listed last still protect their images (the API server unreachable)', async () => {
+    const r = rt();
+    let calls = 0;
+    const pods: NodePod[] = [{ uid: 'p1', phase: 'Pending', evicted: false, images: ['next:2'] }];
+    const c = collector(r, {
+      pods: {
+        nodePods: () =>
+          ++calls === 1 ? Promise.resolve(pods) : Promise.reject(new Error('timed out')),
+      },
+    });
+    await aged(c, r); // the list works here
+    const res = await c.gc.run(); // and fails here: 85% used, both images old enough
+    expect(calls).toBe(2);
+    expect(r.images.has(hex('n'))).toBe(true);
+    expect(res.removed.map((x) => x.id)).toEqual([hex('o')]);
+  });
+
   test('without the pod list the pass goes on, protected by the minimum age only (and says so)', async () => {
     const r = rt();
     const c = collector(r, {

@@ -119,6 +119,8 @@ export class ImageGarbageCollector {
   private stateLoaded = false;
   private inUse = new Set<string>();
   private podImagesInUse = new Set<string>();
+  /** The last complete list of this node's pods, kept for when the API cannot answer. */
+  private lastPods: { pods: NodePod[]; at: number } | undefined;
   private warnedPinnedSandbox = false;
   /** The mountpoint last found to hold the runtime's files (said once in the log). */
   private storeChecked: string | undefined;
@@ -181,11 +183,11 @@ export class ImageGarbageCollector {
   }
 
   /** Records which images exist and which are in use now. */
-  async detectImages(client: CriClient): Promise<CriImage[]> {
+  async detectImages(client: CriClient, urgent = false): Promise<CriImage[]> {
     await this.loadState();
     // Pods first: an image pulled for a pod listed here, whose container is
     // created after the runtime's list, is still seen in use.
-    const pods = await this.nodePods();
+    const pods = await this.nodePods(urgent);
     const [images, containers] = await Promise.all([client.listImages(), client.listContainers()]);
     this.podImagesInUse = imagesOfNodePods(
       pods,
@@ -221,18 +223,31 @@ export class ImageGarbageCollector {
     return inUse;
   }
 
-  /** This node's pods (none if unknown: their images are then protected by the minimum age only). */
-  private async nodePods(): Promise<NodePod[]> {
+  /**
+   * This node's pods. If they cannot be listed, the last complete list's:
+   * stale, it can only protect more (pods gone since, or terminated), and it
+   * still protects the pods that were waiting for their containers; pods
+   * bound since are protected by the minimum age only.
+   */
+  private async nodePods(urgent: boolean): Promise<NodePod[]> {
     if (!this.opts.pods) return [];
     try {
-      return await this.opts.pods.nodePods();
+      const pods = await this.opts.pods.nodePods({ urgent });
+      this.lastPods = { pods, at: this.now() };
+      return pods;
     } catch (err) {
       this.metrics.errors.inc({ gc: 'image', kind: 'api' });
+      const last = this.lastPods;
       this.log.warn(
-        "cannot list this node's pods; images of pods whose containers do not exist yet, and of their image volumes, are protected only by --image-minimum-gc-age this pass",
-        { error: (err as Error).message },
+        last
+          ? "cannot list this node's pods; the images of the pods listed last are kept, and those of pods bound since are protected only by --image-minimum-gc-age this pass"
+          : "cannot list this node's pods; images of pods whose containers do not exist yet, and of their image volumes, are protected only by --image-minimum-gc-age this pass",
+        {
+          error: (err as Error).message,
+          ...(last ? { lastListed: new Date(last.at).toISOString() } : {}),
+        },
       );
-      return [];
+      return last?.pods ?? [];
     }
   }
 
@@ -284,7 +299,7 @@ export class ImageGarbageCollector {
     let images: CriImage[];
     let mountpoint: string;
     try {
-      images = await this.detectImages(client);
+      images = await this.detectImages(client, reclaim !== undefined);
       const filesystems = await client.imageFilesystems();
       mountpoint = filesystems.find((f) => f.mountpoint)?.mountpoint ?? '';
     } catch (err) {

@@ -13,6 +13,9 @@ import { ContainerGarbageCollector } from './container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from './container-gc-policy.ts';
 import { ImageGarbageCollector } from './image-gc.ts';
 import { NodeGc } from './node-gc.ts';
+import { PodListGate, type PodListOptions } from './pods.ts';
+import { PressureMonitor } from './pressure.ts';
+import { DEFAULT_EVICTION_HARD, parseEvictionHard } from './pressure-policy.ts';
 
 const HOUR = 3_600_000;
 
@@ -91,4 +94,103 @@ test('stop() during a long wait: no pass after it, whichever step of the wait it
   await jest.advanceTimersByTimeAsync(3 * period);
   expect(passes.image).toBe(1);
   expect(jest.getTimerCount()).toBe(0);
+});
+
+test('the API server not answering: a pressure reclaim cuts short the pod list a periodic pass holds its lock for, asks none itself, and frees the disk', async () => {
+  jest.useRealTimers();
+  const MB = 1_000_000;
+  // 100 MB, 19 MB available: the kubelet evicts below 15 MB, kubegc starts at 20.
+  const rt = new FakeRuntime(100 * MB, 50 * MB).addApps(6, 5 * MB, (i) => String(i).repeat(64));
+  rt.addImage({
+    id: 'p'.repeat(64),
+    repoTags: ['registry.k8s.io/pause:3.10'],
+    layers: { p: 1 * MB },
+  });
+  const runtime = rt.connection();
+  const { metrics } = testMetrics();
+  const events = recordingEvents();
+  // The first list fails (a timeout); every later one waits until aborted, as
+  // a request to an unreachable API server does until its timeout.
+  const asked: PodListOptions[] = [];
+  const pods = new PodListGate({
+    nodePods: (o = {}) => {
+      asked.push(o);
+      if (asked.length === 1) return Promise.reject(new Error('timed out after 5000 ms'));
+      return new Promise((_, reject) =>
+        o.signal?.addEventListener('abort', () => reject(new Error('aborted'))),
+      );
+    },
+  });
+  const clock = { t: Date.now() - 3_600_000 };
+  const images = new ImageGarbageCollector(
+    runtime,
+    rt.imageGcOptions({ pods, now: () => clock.t }),
+    quietLog,
+    metrics,
+    events,
+  );
+  await images.detectImages(await runtime.get()); // every image old enough from now on
+  clock.t = Date.now();
+  const containers = new ContainerGarbageCollector(
+    runtime,
+    {
+      policy: DEFAULT_CONTAINER_GC_POLICY,
+      podLogsDir: '/nonexistent/kubegc-test/pods',
+      containerLogsDir: '/nonexistent/kubegc-test/containers',
+      dryRun: false,
+      pods,
+    },
+    quietLog,
+    metrics,
+  );
+  rt.imageFs = [{ mountpoint: '/var/lib/containerd' }];
+  const pressure = new PressureMonitor(
+    runtime,
+    {
+      thresholds: parseEvictionHard(DEFAULT_EVICTION_HARD).thresholds,
+      margin: { percent: 5 },
+      rootDir: '/var/lib/kubelet',
+      dryRun: false,
+      statfs: rt.statfs,
+      device: () => Promise.resolve(1n),
+    },
+    quietLog,
+    metrics,
+    events,
+  );
+  const gc = new NodeGc({
+    runtime,
+    images,
+    containers,
+    log: quietLog,
+    metrics,
+    events,
+    options: { imagePeriodMs: HOUR, containerPeriodMs: HOUR },
+    pressure,
+    podLists: pods,
+  });
+  expect(asked).toHaveLength(1); // the failed one, in detectImages above
+  // A periodic container pass holds its lock, waiting on the API.
+  const periodic = gc.containerPass();
+  for (const until = Date.now() + 5_000; asked.length < 2 && Date.now() < until;)
+    await new Promise((r) => setTimeout(r, 5));
+  expect(asked).toHaveLength(2);
+
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'still waiting'>((r) => {
+    timer = setTimeout(() => r('still waiting'), 5_000);
+  });
+  const outcome = await Promise.race([gc.pressurePass(), deadline]);
+  clearTimeout(timer);
+  expect(outcome).not.toBe('still waiting');
+  if (outcome === 'still waiting' || !outcome?.ok) throw new Error('no reclaim');
+  expect(outcome.result.reclaims).toMatchObject([
+    { signal: 'imagefs.available', result: 'recovered', imagesRemoved: 2 },
+  ]);
+  // The periodic pass was cut short (pods unknown: it removed nothing for a
+  // pod reason); the reclaim asked the API nothing (its last answer failed).
+  const p = await periodic;
+  expect(p.ok && p.result.podsKnown).toBe(false);
+  expect(asked).toHaveLength(2);
+  expect(rt.images.has('p'.repeat(64))).toBe(true);
 });

@@ -42,6 +42,7 @@ export class NodeGc {
   private readonly events: NodeEvents;
   private readonly opts: NodeGcOptions;
   private readonly pressure: PressureMonitor | undefined;
+  private readonly podLists: { cutShort(): number } | undefined;
   /** One pass of each kind at a time: periodic passes and pressure reclaims queue here. */
   private readonly queues: Record<'image' | 'container', Promise<unknown>> = {
     image: Promise.resolve(),
@@ -60,6 +61,8 @@ export class NodeGc {
     events: NodeEvents;
     options: NodeGcOptions;
     pressure?: PressureMonitor;
+    /** The pod lists of both passes, cut short when a reclaim needs a pass's lock. */
+    podLists?: { cutShort(): number };
   }) {
     this.runtime = deps.runtime;
     this.images = deps.images;
@@ -69,6 +72,7 @@ export class NodeGc {
     this.events = deps.events;
     this.opts = deps.options;
     this.pressure = deps.pressure;
+    this.podLists = deps.podLists;
   }
 
   private exclusive<T>(kind: 'image' | 'container', run: () => Promise<T>): Promise<T> {
@@ -168,10 +172,26 @@ export class NodeGc {
     if (!monitor) return undefined;
     const end = this.metrics.runDuration.startTimer({ gc: 'pressure' });
     try {
+      // A periodic pass holding a lock may be waiting on the API server (its
+      // pod list times out after 5 s); the kubelet evicts meanwhile. Its
+      // list is cut short (that pass keeps what pods could own) before the
+      // reclaim queues for the lock (PodListGate).
+      const cut = (): void => {
+        const n = this.podLists?.cutShort() ?? 0;
+        if (n > 0)
+          this.log.info('pod lists of periodic passes cut short for a pressure reclaim', {
+            lists: n,
+          });
+      };
       const result = await monitor.check({
-        containers: () =>
-          this.exclusive('container', () => this.containers.run({ pressure: true })),
-        images: (reclaim) => this.exclusive('image', () => this.images.run({ reclaim })),
+        containers: () => {
+          cut();
+          return this.exclusive('container', () => this.containers.run({ pressure: true }));
+        },
+        images: (reclaim) => {
+          cut();
+          return this.exclusive('image', () => this.images.run({ reclaim }));
+        },
       });
       this.metrics.lastSuccessTimestamp.set({ gc: 'pressure' }, Date.now() / 1000);
       return { ok: true, result };

@@ -1,4 +1,12 @@
-import { toNodePod } from './pods.ts';
+import {
+  PodListGate,
+  PodsUnknownError,
+  toNodePod,
+  URGENT_LIST_TIMEOUT_MS,
+  URGENT_SKIP_AFTER_FAILURE_MS,
+  type PodListOptions,
+  type PodLister,
+} from './pods.ts';
 
 describe('toNodePod', () => {
   test('images of containers, init and ephemeral containers, and of image volumes (KEP-4639)', () => {
@@ -33,5 +41,88 @@ describe('toNodePod', () => {
       evicted: false,
       images: [],
     });
+  });
+});
+
+describe('PodListGate: a pressure reclaim never waits on the API server', () => {
+  /** A lister whose answers the test gives: each call waits for `answer` (or its signal). */
+  function scripted() {
+    const asked: PodListOptions[] = [];
+    const pending: { resolve(): void; reject(e: Error): void }[] = [];
+    const lister: PodLister = {
+      nodePods: (o = {}) =>
+        new Promise((resolve, reject) => {
+          asked.push(o);
+          o.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+          pending.push({ resolve: () => resolve([]), reject });
+        }),
+    };
+    return { lister, asked, pending };
+  }
+  const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  test('an urgent list gets the short timeout; a periodic one its own', async () => {
+    const s = scripted();
+    const gate = new PodListGate(s.lister);
+    const urgent = gate.nodePods({ urgent: true });
+    const periodic = gate.nodePods();
+    await flush();
+    expect(s.asked.map((o) => o.timeoutMs)).toEqual([URGENT_LIST_TIMEOUT_MS, undefined]);
+    for (const p of s.pending) p.resolve();
+    await expect(urgent).resolves.toEqual([]);
+    await expect(periodic).resolves.toEqual([]);
+  });
+
+  test('cutShort aborts the periodic lists waiting, not the urgent one', async () => {
+    const s = scripted();
+    const gate = new PodListGate(s.lister);
+    const periodic = gate.nodePods();
+    const urgent = gate.nodePods({ urgent: true });
+    await flush();
+    expect(gate.cutShort()).toBe(1);
+    await expect(periodic).rejects.toThrow(/cut short/);
+    (s.pending[1] as { resolve(): void }).resolve();
+    await expect(urgent).resolves.toEqual([]);
+    // A cut is not a failure of the API: the next urgent list is asked.
+    const again = gate.nodePods({ urgent: true });
+    await flush();
+    expect(s.asked).toHaveLength(3);
+    (s.pending[2] as { resolve(): void }).resolve();
+    await again;
+  });
+
+  test('after a failed list, urgent lists are not asked for a while; periodic ones are, and a success ends it', async () => {
+    const s = scripted();
+    const clock = { t: 1_000_000 };
+    const gate = new PodListGate(s.lister, () => clock.t);
+    const failing = gate.nodePods();
+    await flush();
+    (s.pending[0] as { reject(e: Error): void }).reject(new Error('timed out after 5000 ms'));
+    await expect(failing).rejects.toThrow(/timed out/);
+    clock.t += URGENT_SKIP_AFTER_FAILURE_MS - 1;
+    await expect(gate.nodePods({ urgent: true })).rejects.toThrow(/not asked/);
+    expect(s.asked).toHaveLength(1);
+    const periodic = gate.nodePods();
+    await flush();
+    (s.pending[1] as { resolve(): void }).resolve();
+    await periodic;
+    const urgent = gate.nodePods({ urgent: true });
+    await flush();
+    expect(s.asked).toHaveLength(3);
+    (s.pending[2] as { resolve(): void }).resolve();
+    await urgent;
+  });
+
+  test('no such Node is an answer, not an API failure: urgent lists are still asked', async () => {
+    let calls = 0;
+    const gate = new PodListGate({
+      nodePods: () => {
+        calls++;
+        return Promise.reject(new PodsUnknownError('node-not-found', 'no Node "x"'));
+      },
+    });
+    await expect(gate.nodePods()).rejects.toBeInstanceOf(PodsUnknownError);
+    await expect(gate.nodePods({ urgent: true })).rejects.toBeInstanceOf(PodsUnknownError);
+    expect(calls).toBe(2);
   });
 });

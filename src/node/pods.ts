@@ -28,12 +28,22 @@ export interface NodePod {
   volumeImages?: string[];
 }
 
+export interface PodListOptions {
+  /**
+   * For a pressure reclaim: the kubelet evicts at its next check whatever
+   * the API server does, so the reclaim does not wait on it (PodListGate).
+   */
+  urgent?: boolean;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
 export interface PodLister {
   /**
    * Every pod bound to this node; throws unless the list is complete and
    * this node exists (PodsUnknownError when it does not).
    */
-  nodePods(): Promise<NodePod[]>;
+  nodePods(o?: PodListOptions): Promise<NodePod[]>;
 }
 
 /**
@@ -69,10 +79,15 @@ export function nodeNotFoundError(nodeName: string): PodsUnknownError {
  * nothing about it); any other failure throws. Metadata only: a Node's status
  * (its image list) can be large, and this runs every pass.
  */
-export async function nodeExists(client: KubeClient, nodeName: string): Promise<boolean> {
+export async function nodeExists(
+  client: KubeClient,
+  nodeName: string,
+  o: { signal?: AbortSignal; timeoutMs?: number } = {},
+): Promise<boolean> {
   try {
     await client.request<unknown>('GET', `/api/v1/nodes/${encodeURIComponent(nodeName)}`, {
       accept: METADATA_ACCEPT,
+      ...requestLimits(o),
     });
     return true;
   } catch (err) {
@@ -136,12 +151,22 @@ export function toNodePod(p: RawPod): NodePod | undefined {
   };
 }
 
+function requestLimits(o: { signal?: AbortSignal; timeoutMs?: number }): {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+} {
+  return {
+    ...(o.signal ? { signal: o.signal } : {}),
+    ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}),
+  };
+}
+
 export function apiPodLister(client: KubeClient, nodeName: string, pageSize = 500): PodLister {
   return {
-    async nodePods() {
+    async nodePods(o = {}) {
       // Before the list: a Node registered in between makes the list this
       // node's; one checked after could have appeared after an empty list.
-      if (!(await nodeExists(client, nodeName))) throw nodeNotFoundError(nodeName);
+      if (!(await nodeExists(client, nodeName, o))) throw nodeNotFoundError(nodeName);
       const pods: NodePod[] = [];
       let token: string | undefined;
       do {
@@ -152,6 +177,7 @@ export function apiPodLister(client: KubeClient, nodeName: string, pageSize = 50
             continue: token,
           },
           verb: 'LIST',
+          ...requestLimits(o),
         });
         for (const item of page.items ?? []) {
           const pod = toNodePod(item);
@@ -162,4 +188,77 @@ export function apiPodLister(client: KubeClient, nodeName: string, pageSize = 50
       return pods;
     },
   };
+}
+
+/** After a list failed (no answer, an error), a reclaim does not ask again for this long. */
+export const URGENT_SKIP_AFTER_FAILURE_MS = 15_000;
+/** A reclaim's own list gives up after this long (a healthy API answers in milliseconds). */
+export const URGENT_LIST_TIMEOUT_MS = 2_000;
+
+/**
+ * The pod lists of both passes, so that a pressure reclaim never waits on
+ * the API server. The kubelet's eviction manager needs no API to reclaim,
+ * and evicts at its next check, 10 s at most after the threshold is crossed;
+ * a reclaim that waited out a list's timeout in its container step, again in
+ * its image step, and first for the periodic pass holding the lock to time
+ * out its own, spent 12 s of that (node soak, API server unreachable). So:
+ * a reclaim cuts short the lists periodic passes are waiting on
+ * (`cutShort`: those passes keep everything a pod could own, as on any
+ * failed list), gives its own list 2 s, and does not ask at all within 15 s
+ * of a failed one. Every such list is a failed one for the pass: pods
+ * unknown, nothing removed for a pod reason; never a shortcut to absence.
+ */
+export class PodListGate implements PodLister {
+  private readonly inner: PodLister;
+  private readonly now: () => number;
+  private readonly waiting = new Set<AbortController>();
+  private failedAt: number | undefined;
+
+  constructor(inner: PodLister, now: () => number = Date.now) {
+    this.inner = inner;
+    this.now = now;
+  }
+
+  async nodePods(o: PodListOptions = {}): Promise<NodePod[]> {
+    if (o.urgent && this.failedAt !== undefined) {
+      const ago = this.now() - this.failedAt;
+      if (ago < URGENT_SKIP_AFTER_FAILURE_MS)
+        throw new Error(
+          `not asked: the last list of this node's pods failed ${(ago / 1000).toFixed(1)} s ago, and a pressure reclaim does not wait on the API server`,
+        );
+    }
+    const own = new AbortController();
+    const signal = o.signal ? AbortSignal.any([o.signal, own.signal]) : own.signal;
+    if (!o.urgent) this.waiting.add(own);
+    try {
+      const pods = await this.inner.nodePods({
+        signal,
+        ...(o.urgent
+          ? { timeoutMs: URGENT_LIST_TIMEOUT_MS }
+          : o.timeoutMs
+            ? { timeoutMs: o.timeoutMs }
+            : {}),
+      });
+      this.failedAt = undefined;
+      return pods;
+    } catch (err) {
+      if (own.signal.aborted)
+        throw new Error('cut short: a pressure reclaim does not wait for this list', {
+          cause: err,
+        });
+      // A definite answer (no such Node) says nothing of the API's health.
+      if (!(err instanceof PodsUnknownError)) this.failedAt = this.now();
+      throw err;
+    } finally {
+      this.waiting.delete(own);
+    }
+  }
+
+  /** Aborts the lists periodic passes are waiting on; how many there were. */
+  cutShort(): number {
+    const n = this.waiting.size;
+    for (const c of this.waiting) c.abort();
+    this.waiting.clear();
+    return n;
+  }
 }

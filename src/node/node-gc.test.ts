@@ -13,7 +13,7 @@ import { ContainerGarbageCollector } from './container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from './container-gc-policy.ts';
 import { ImageGarbageCollector } from './image-gc.ts';
 import { NodeGc } from './node-gc.ts';
-import { PodListGate, type PodListOptions } from './pods.ts';
+import { PodListGate, type PodListOptions, type PodLister } from './pods.ts';
 import { PressureMonitor } from './pressure.ts';
 import { DEFAULT_EVICTION_HARD, parseEvictionHard } from './pressure-policy.ts';
 
@@ -25,6 +25,26 @@ beforeEach(() => {
 afterEach(() => {
   jest.useRealTimers();
 });
+
+/** A container GC over `runtime` with no log directories, and this node's pods from `pods`. */
+function containerGc(
+  runtime: ReturnType<FakeRuntime['connection']>,
+  metrics: ReturnType<typeof testMetrics>['metrics'],
+  pods?: PodLister,
+): ContainerGarbageCollector {
+  return new ContainerGarbageCollector(
+    runtime,
+    {
+      policy: DEFAULT_CONTAINER_GC_POLICY,
+      podLogsDir: '/nonexistent/kubegc-test/pods',
+      containerLogsDir: '/nonexistent/kubegc-test/containers',
+      dryRun: false,
+      ...(pods ? { pods } : {}),
+    },
+    quietLog,
+    metrics,
+  );
+}
 
 /** A NodeGc over an empty runtime whose image passes are counted (one ImageFsInfo look each). */
 function nodeGc(imagePeriodMs: number, containerPeriodMs: number) {
@@ -45,17 +65,7 @@ function nodeGc(imagePeriodMs: number, containerPeriodMs: number) {
     metrics,
     events,
   );
-  const containers = new ContainerGarbageCollector(
-    runtime,
-    {
-      policy: DEFAULT_CONTAINER_GC_POLICY,
-      podLogsDir: '/nonexistent/kubegc-test/pods',
-      containerLogsDir: '/nonexistent/kubegc-test/containers',
-      dryRun: false,
-    },
-    quietLog,
-    metrics,
-  );
+  const containers = containerGc(runtime, metrics);
   const gc = new NodeGc({
     runtime,
     images,
@@ -131,18 +141,7 @@ test('the API server not answering: a pressure reclaim cuts short the pod list a
   );
   await images.detectImages(await runtime.get()); // every image old enough from now on
   clock.t = Date.now();
-  const containers = new ContainerGarbageCollector(
-    runtime,
-    {
-      policy: DEFAULT_CONTAINER_GC_POLICY,
-      podLogsDir: '/nonexistent/kubegc-test/pods',
-      containerLogsDir: '/nonexistent/kubegc-test/containers',
-      dryRun: false,
-      pods,
-    },
-    quietLog,
-    metrics,
-  );
+  const containers = containerGc(runtime, metrics, pods);
   rt.imageFs = [{ mountpoint: '/var/lib/containerd' }];
   const pressure = new PressureMonitor(
     runtime,

@@ -158,15 +158,8 @@ test('the API server not answering: a pressure reclaim cuts short the pod list a
     events,
   );
   const gc = new NodeGc({
-    runtime,
-    images,
-    containers,
-    log: quietLog,
-    metrics,
-    events,
+    ...{ runtime, images, containers, metrics, events, log: quietLog, pressure, podLists: pods },
     options: { imagePeriodMs: HOUR, containerPeriodMs: HOUR },
-    pressure,
-    podLists: pods,
   });
   expect(asked).toHaveLength(1); // the failed one, in detectImages above
   // A periodic container pass holds its lock, waiting on the API.

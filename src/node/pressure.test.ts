@@ -43,6 +43,8 @@ async function node(o: {
   inodes?: FakeRuntime['inodes'];
   /** --max-removals-per-run (0: no cap). */
   cap?: number;
+  /** How long the image step waits for a slow container step. */
+  headStartMs?: number;
 }) {
   const rt = new FakeRuntime(100 * MB, o.otherUsedMb * MB);
   if (o.inodes) rt.inodes = o.inodes;
@@ -106,6 +108,7 @@ async function node(o: {
       statfs,
       device,
       now: () => clock.t,
+      ...(o.headStartMs !== undefined ? { containerHeadStartMs: o.headStartMs } : {}),
     },
     quietLog,
     metrics,
@@ -113,6 +116,39 @@ async function node(o: {
   );
   return { rt, monitor, passes, calls, events, registry, clock };
 }
+
+test('a slow container step (a slow runtime): the image step starts beside it after a head start, and the reclaim waits for both', async () => {
+  const n = await node({ otherUsedMb: 50, headStartMs: 20 }); // 19 MB available
+  let release = (): void => undefined;
+  const slow = new Promise<void>((r) => {
+    release = r;
+  });
+  const passes: ReclaimPasses = {
+    containers: async () => {
+      n.calls.push('containers');
+      await slow; // until the images are done: without the head start, never
+      n.calls.push('containers done');
+      return containerResult(3);
+    },
+    images: async (reclaim) => {
+      const r = await n.passes.images(reclaim);
+      release();
+      return r;
+    },
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'still waiting'>((r) => {
+    timer = setTimeout(() => r('still waiting'), 5_000);
+  });
+  const r = await Promise.race([n.monitor.check(passes), deadline]);
+  clearTimeout(timer);
+  release();
+  if (r === 'still waiting') throw new Error('the image step waited for the container step');
+  expect(n.calls).toEqual(['containers', 'images', 'containers done']);
+  expect(r.reclaims).toMatchObject([
+    { result: 'recovered', containersRemoved: 3, imagesRemoved: 2, after: 29 * MB },
+  ]);
+});
 
 // Images: 6 × 5 MB + 1 MB pinned = 31 MB of the 100 MB.
 test('one filesystem, imagefs.available 19% (kubelet threshold 15%, margin 5%): dead containers, then LRU images until 25%; the pinned pause image stays', async () => {

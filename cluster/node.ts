@@ -174,12 +174,49 @@ function tryRun(cmd: string, args: string[]): boolean {
   return spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
 }
 
-function mountPoints(): string[] {
+/** The mounts of this machine: source and target, in /proc/mounts order. */
+function mounts(): { source: string; target: string }[] {
   return readFileSync('/proc/mounts', 'utf8')
     .split('\n')
-    .map((l) => l.split(' ')[1] ?? '')
     .filter(Boolean)
-    .map((m) => m.replace(/\\040/g, ' '));
+    .map((l) => {
+      const [source = '', target = ''] = l.split(' ');
+      return { source, target: target.replace(/\\040/g, ' ') };
+    });
+}
+
+function mountPoints(): string[] {
+  return mounts().map((m) => m.target);
+}
+
+/**
+ * What a local node whose processes are gone left behind: a session killed
+ * with its node up, a machine not rebooted since. Its tmpfs stays mounted
+ * on the runtime's root with that node's images and containers, and a node
+ * started on it begins with its disk nearly full (the node tests then see
+ * DiskPressure from their first minute). Called once no containerd serves
+ * the socket (checked before): only our own tmpfs (source COMMENT) is
+ * taken down, with the shims and mounts of that containerd.
+ */
+function clearStaleNode(log: (line: string) => void): void {
+  const stale = mounts().some((m) => m.target === CONTAINERD.root && m.source === COMMENT);
+  if (!stale) return;
+  log(
+    `${CONTAINERD.root}: a tmpfs a previous local node left mounted (its containerd is gone); unmounting it`,
+  );
+  for (const pid of shimPids()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  unmountUnder(CONTAINERD.state);
+  unmountUnder(CONTAINERD.root);
+  if (mountPoints().includes(CONTAINERD.root))
+    throw new ControlPlaneError(
+      `${CONTAINERD.root}: could not unmount the tmpfs a previous local node left there`,
+    );
 }
 
 /** Unmounts everything at or under `dir`, deepest first. */
@@ -519,6 +556,7 @@ export async function upNode(cluster: Cluster, opts: NodeOptions = {}): Promise<
       await fs.mkdir(d, { recursive: true });
     await fs.writeFile(path.join(p.cniConf, '10-kubegc.conflist'), cniConfig(p.cniIpam));
 
+    clearStaleNode(log);
     for (const d of [CONTAINERD.root, CONTAINERD.state, POD_LOGS, CONTAINER_LOGS, KUBELET_SHARED])
       await mkdirRecorded(d, state.createdDirs);
     // containerd 1.6 shims put their sockets in /run/containerd/s whatever the

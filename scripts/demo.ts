@@ -75,6 +75,7 @@ async function buildTree(): Promise<void> {
     metadata: {
       name: 'web-config',
       namespace: NS,
+      labels: { app: 'web' },
       ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', uid: deployUid }],
     },
     data: { greeting: 'hello' },
@@ -193,6 +194,8 @@ async function cascade(mode: 'background' | 'orphan' | 'foreground'): Promise<vo
   await sleep(300);
   console.log(`\n${mode}: done in ${seconds} s, ${deletions - before} deletions by kubegc.`);
   if (mode === 'orphan') {
+    // What the Deployment owned: its ReplicaSet and web-config (both app=web),
+    // not the namespace's kube-root-ca.crt, which it never owned.
     console.log('The dependents stay, no longer owned by the Deployment:');
     console.log(
       kubectl(
@@ -200,6 +203,8 @@ async function cascade(mode: 'background' | 'orphan' | 'foreground'): Promise<vo
         'replicasets,configmaps',
         '-n',
         NS,
+        '-l',
+        'app=web',
         '-o',
         'custom-columns=KIND:.kind,NAME:.metadata.name,OWNERS:.metadata.ownerReferences[*].kind',
       ),

@@ -2,13 +2,13 @@
 import { LEVELS, type Level } from '../log.ts';
 import { MAX_TIMER_MS } from '../timers.ts';
 import { parseBindAddress, sharedPortProblem } from '../observability/server.ts';
-import type { FlagSpec, FlagSpecs, FlagValue } from './flags.ts';
+import type { FlagSpec, FlagSpecs, FlagValues } from './flags.ts';
 import type { SecureServingOptions } from '../observability/secure-serving.ts';
 
 export const atLeast =
   (min: number) =>
-  (v: unknown): string | undefined =>
-    (v as number) < min ? `must be at least ${min}` : undefined;
+  (v: number): string | undefined =>
+    v < min ? `must be at least ${min}` : undefined;
 
 /** 596h: the whole hours below MAX_TIMER_MS, the longest duration a flag waited on with one timer takes. */
 export const MAX_TIMER_FLAG_MS = Math.floor(MAX_TIMER_MS / 3_600_000) * 3_600_000;
@@ -20,49 +20,49 @@ export const MAX_TIMER_FLAG_MS = Math.floor(MAX_TIMER_MS / 3_600_000) * 3_600_00
  */
 export const timerDuration =
   (min = 0) =>
-  (v: unknown): string | undefined => {
-    if (typeof v !== 'number') return 'must be a duration';
+  (v: number): string | undefined => {
     if (v < min) return `must be at least ${min}`;
     if (v > MAX_TIMER_FLAG_MS)
       return `must be at most ${MAX_TIMER_FLAG_MS / 3_600_000}h: kubegc waits on it with one timer, and a timer cannot wait longer than 2^31-1 ms (24.8 days)`;
     return undefined;
   };
 
-export const validAddress = (v: unknown): string | undefined => {
+export const validAddress = (v: string): string | undefined => {
   try {
-    parseBindAddress(v as string);
+    parseBindAddress(v);
     return undefined;
   } catch (err) {
     return (err as Error).message;
   }
 };
 
-export const METRICS_BIND_ADDRESS_FLAG = (what: string): FlagSpec => ({
-  kind: 'string',
-  help: `address for ${what} (0 disables)`,
-  default: ':8443',
-  validate: validAddress,
-});
+export const METRICS_BIND_ADDRESS_FLAG = (what: string) =>
+  ({
+    kind: 'string',
+    help: `address for ${what} (0 disables)`,
+    default: ':8443',
+    validate: validAddress,
+  }) satisfies FlagSpec;
 
-export const HEALTH_PROBE_BIND_ADDRESS_FLAG: FlagSpec = {
+export const HEALTH_PROBE_BIND_ADDRESS_FLAG = {
   kind: 'string',
   help: 'address for /healthz and /readyz (0 disables)',
   default: ':8081',
   validate: validAddress,
-};
+} satisfies FlagSpec;
 
-export const LOG_LEVEL_FLAG: FlagSpec = {
+export const LOG_LEVEL_FLAG = {
   kind: 'string',
   help: `one of ${LEVELS.join(', ')}`,
   default: 'info',
   validate: (v) =>
     LEVELS.includes(v as Level) ? undefined : `must be one of ${LEVELS.join(', ')}`,
-};
+} satisfies FlagSpec;
 
-export const HELP_FLAG: FlagSpec = { kind: 'bool', help: 'show this help' };
+export const HELP_FLAG = { kind: 'bool', help: 'show this help' } satisfies FlagSpec;
 
 /** The metrics port's security, named as kube-controller-manager's and controller-runtime's flags. */
-export const SECURE_SERVING_FLAGS: FlagSpecs = {
+export const SECURE_SERVING_FLAGS = {
   'metrics-secure': {
     kind: 'bool',
     help: 'serve the metrics port over HTTPS, to callers whose bearer token the API server accepts (TokenReview) and who may get the path (SubjectAccessReview); false serves plain HTTP to anyone, for local development only',
@@ -91,48 +91,48 @@ export const SECURE_SERVING_FLAGS: FlagSpecs = {
     help: 'how long a SubjectAccessReview "denied" answer is cached',
     default: '10s',
   },
-};
+} satisfies FlagSpecs;
 
 /** The parsed SECURE_SERVING_FLAGS. */
 export function secureServingOptions(
-  flags: Record<string, FlagValue | undefined>,
+  flags: FlagValues<typeof SECURE_SERVING_FLAGS>,
 ): SecureServingOptions {
   return {
-    secure: flags['metrics-secure'] as boolean,
-    certFile: flags['tls-cert-file'] as string | undefined,
-    keyFile: flags['tls-private-key-file'] as string | undefined,
-    tokenTtlMs: flags['authentication-token-webhook-cache-ttl'] as number,
-    allowedTtlMs: flags['authorization-webhook-cache-authorized-ttl'] as number,
-    deniedTtlMs: flags['authorization-webhook-cache-unauthorized-ttl'] as number,
+    secure: flags['metrics-secure'],
+    certFile: flags['tls-cert-file'],
+    keyFile: flags['tls-private-key-file'],
+    tokenTtlMs: flags['authentication-token-webhook-cache-ttl'],
+    allowedTtlMs: flags['authorization-webhook-cache-authorized-ttl'],
+    deniedTtlMs: flags['authorization-webhook-cache-unauthorized-ttl'],
   };
 }
 
 /** Combinations of the serving flags that cannot work, as one message. */
 export function servingFlagProblems(
-  flags: Record<string, FlagValue | undefined>,
+  flags: FlagValues<typeof SECURE_SERVING_FLAGS> & {
+    readonly 'metrics-bind-address': string;
+    readonly 'health-probe-bind-address': string;
+  },
 ): string | undefined {
-  const cert = flags['tls-cert-file'] as string | undefined;
-  const key = flags['tls-private-key-file'] as string | undefined;
+  const cert = flags['tls-cert-file'];
+  const key = flags['tls-private-key-file'];
   if (Boolean(cert) !== Boolean(key))
     return '--tls-cert-file and --tls-private-key-file must be given together';
   if ((cert || key) && !flags['metrics-secure'])
     return '--tls-cert-file and --tls-private-key-file need --metrics-secure=true';
-  return sharedPortProblem(
-    flags['metrics-bind-address'] as string,
-    flags['health-probe-bind-address'] as string,
-  );
+  return sharedPortProblem(flags['metrics-bind-address'], flags['health-probe-bind-address']);
 }
 
 /** `-o text|json` of the read-only commands (explain, doctor). */
-export const OUTPUT_FLAG: FlagSpec = {
+export const OUTPUT_FLAG = {
   kind: 'string',
   short: 'o',
   help: 'text or json',
   default: 'text',
   validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
-};
+} satisfies FlagSpec;
 
-export const KUBECONFIG_FLAG: FlagSpec = {
+export const KUBECONFIG_FLAG = {
   kind: 'string',
   help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
-};
+} satisfies FlagSpec;

@@ -31,7 +31,7 @@ import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts'
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
-export const CONTROLLER_FLAGS: FlagSpecs = {
+export const CONTROLLER_FLAGS = {
   kubeconfig: {
     kind: 'string',
     help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster service account)',
@@ -69,8 +69,7 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
     kind: 'number',
     help: "the part of --kube-api-qps that housekeeping (verifying owners never seen, leaked dependents found at start-up) may take while requests of the user's work wait for a token (0 ≤ share < 1); it takes every token when none waits",
     default: String(DEFAULT_CLIENT_OPTIONS.housekeepingQpsShare),
-    validate: (v) =>
-      (v as number) >= 0 && (v as number) < 1 ? undefined : 'must be at least 0 and below 1',
+    validate: (v) => (v >= 0 && v < 1 ? undefined : 'must be at least 0 and below 1'),
   },
   'kube-api-content-type': {
     kind: 'string',
@@ -146,7 +145,7 @@ export const CONTROLLER_FLAGS: FlagSpecs = {
   'leader-elect-resource-name': { kind: 'string', help: 'name of the Lease', default: 'kubegc' },
   'log-level': LOG_LEVEL_FLAG,
   help: HELP_FLAG,
-};
+} satisfies FlagSpecs;
 
 export const CONTROLLER_USAGE = `usage: kubegc controller [flags]
 
@@ -170,13 +169,13 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   const log = createLogger(flags['log-level'] as Level);
   let kc;
   try {
-    kc = await loadKubeConfig(flags.kubeconfig as string | undefined);
+    kc = await loadKubeConfig(flags.kubeconfig);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const leaseDuration = flags['leader-elect-lease-duration'] as number;
-  const renewDeadline = flags['leader-elect-renew-deadline'] as number;
-  const retryPeriod = flags['leader-elect-retry-period'] as number;
+  const leaseDuration = flags['leader-elect-lease-duration'];
+  const renewDeadline = flags['leader-elect-renew-deadline'];
+  const retryPeriod = flags['leader-elect-retry-period'];
   if (flags['leader-elect']) {
     // client-go's validation of the three durations.
     if (leaseDuration <= renewDeadline)
@@ -193,10 +192,10 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   // request's User-Agent so that the API server's audit log attributes each write.
   const identity = `${os.hostname()}_${randomUUID()}`;
   const client = await KubeClient.create(kc, {
-    qps: flags['kube-api-qps'] as number,
-    burst: flags['kube-api-burst'] as number,
-    housekeepingQpsShare: flags['housekeeping-qps-share'] as number,
-    requestTimeoutMs: flags['request-timeout'] as number,
+    qps: flags['kube-api-qps'],
+    burst: flags['kube-api-burst'],
+    housekeepingQpsShare: flags['housekeeping-qps-share'],
+    requestTimeoutMs: flags['request-timeout'],
     userAgent: `kubegc/${VERSION} (${identity})`,
     onRequest: metrics.apiRequest,
   });
@@ -211,15 +210,15 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     client,
     log,
     {
-      workers: flags.workers as number,
-      discoveryPeriodMs: flags['discovery-period'] as number,
-      ignoredResources: flags['ignored-resources'] as string[],
-      dryRun: flags['dry-run'] as boolean,
-      initialSyncTimeoutMs: flags['initial-sync-timeout'] as number,
-      orphanWatchWaitMs: flags['orphan-watch-timeout'] as number,
-      blockedDeletionEventAfterMs: flags['blocked-deletion-event-after'] as number,
+      workers: flags.workers,
+      discoveryPeriodMs: flags['discovery-period'],
+      ignoredResources: flags['ignored-resources'],
+      dryRun: flags['dry-run'],
+      initialSyncTimeoutMs: flags['initial-sync-timeout'],
+      orphanWatchWaitMs: flags['orphan-watch-timeout'],
+      blockedDeletionEventAfterMs: flags['blocked-deletion-event-after'],
       informer: {
-        minWatchTimeoutSec: (flags['min-watch-timeout'] as number) / 1000,
+        minWatchTimeoutSec: flags['min-watch-timeout'] / 1000,
         protobuf: flags['kube-api-content-type'] === 'application/vnd.kubernetes.protobuf',
       },
       allowWrites: writesAllowed,
@@ -228,10 +227,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
       writeTenure: flags['leader-elect']
         ? {
             writeSignal: () => elector?.writeSignal(),
-            writeTimeoutMs: Math.min(
-              flags['request-timeout'] as number,
-              leaseDuration - renewDeadline,
-            ),
+            writeTimeoutMs: Math.min(flags['request-timeout'], leaseDuration - renewDeadline),
           }
         : undefined,
     },
@@ -257,8 +253,8 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     userAgent: `kubegc/${VERSION} (${identity}) metrics-auth`,
   });
   const server = await startObservabilityServer({
-    metricsAddress: flags['metrics-bind-address'] as string,
-    healthAddress: flags['health-probe-bind-address'] as string,
+    metricsAddress: flags['metrics-bind-address'],
+    healthAddress: flags['health-probe-bind-address'],
     secure: await secureServing(secureServingOptions(flags), reviewClient, log),
     registry: metrics.registry,
     ...controllerProbes(gc),
@@ -279,9 +275,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   let leaseClient: KubeClient | undefined;
   if (flags['leader-elect']) {
     const namespace =
-      (flags['leader-elect-resource-namespace'] as string | undefined) ??
-      readNamespaceFile() ??
-      'kubegc-system';
+      flags['leader-elect-resource-namespace'] ?? readNamespaceFile() ?? 'kubegc-system';
     // Its own client: lease renewals must never wait behind the GC's own rate limit.
     leaseClient = await KubeClient.create(kc, {
       qps: 0,
@@ -289,7 +283,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     });
     elector = new LeaderElector(leaseClient, log, {
       namespace,
-      name: flags['leader-elect-resource-name'] as string,
+      name: flags['leader-elect-resource-name'],
       identity,
       leaseDurationMs: leaseDuration,
       renewDeadlineMs: renewDeadline,

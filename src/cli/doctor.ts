@@ -11,11 +11,11 @@ import { renderText } from '../doctor/render.ts';
 import { ScanError, scan } from '../doctor/scan.ts';
 import { VERSION } from '../version.ts';
 import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
-import { formatFlags, parseFlags, UsageError, type FlagSpecs, type FlagValue } from './flags.ts';
+import { formatFlags, parseFlags, UsageError, type FlagSpecs, type FlagValues } from './flags.ts';
 
 export const EXIT_SCAN_INCOMPLETE = 3;
 
-export const DOCTOR_FLAGS: FlagSpecs = {
+export const DOCTOR_FLAGS = {
   'older-than': {
     kind: 'duration',
     help: 'only what has been stuck (since deletionTimestamp) or leaking (since the dependent was created: an upper bound of how long) at least this long, e.g. 10m, 24h',
@@ -33,7 +33,7 @@ export const DOCTOR_FLAGS: FlagSpecs = {
     help: "also read a running kubegc controller's /metrics at this URL (e.g. https://127.0.0.1:8443/metrics through kubectl port-forward) and show its work queues by lane: the user's work waiting, the housekeeping backlog",
     validate: (v) => {
       try {
-        const u = new URL(v as string);
+        const u = new URL(v);
         return u.protocol === 'https:' || u.protocol === 'http:'
           ? undefined
           : 'must be an http(s) URL';
@@ -55,10 +55,10 @@ export const DOCTOR_FLAGS: FlagSpecs = {
     kind: 'int',
     help: 'resources listed at once',
     default: '6',
-    validate: (v) => ((v as number) >= 1 && (v as number) <= 32 ? undefined : 'must be 1 to 32'),
+    validate: (v) => (v >= 1 && v <= 32 ? undefined : 'must be 1 to 32'),
   },
   help: { kind: 'bool', help: 'show this help' },
-};
+} satisfies FlagSpecs;
 
 export const DOCTOR_USAGE = `usage: kubegc doctor [-n NAMESPACE] [--older-than DURATION] [-o text|json]
 
@@ -93,10 +93,10 @@ ${formatFlags(DOCTOR_FLAGS)}`;
  */
 async function readRunningGc(
   url: string,
-  flags: Record<string, FlagValue | undefined>,
+  flags: FlagValues<typeof DOCTOR_FLAGS>,
   kc: KubeConfigLike,
 ): Promise<GcView> {
-  const tokenFile = flags['gc-metrics-token-file'] as string | undefined;
+  const tokenFile = flags['gc-metrics-token-file'];
   let token: string | undefined;
   if (tokenFile !== undefined) {
     try {
@@ -127,12 +127,12 @@ export async function doctorCommand(argv: string[]): Promise<number> {
     throw new UsageError(
       `doctor takes no arguments, got "${args.join(' ')}" (see kubegc doctor --help)`,
     );
-  const namespace = flags.namespace as string | undefined;
+  const namespace = flags.namespace;
   if (namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace))
     throw new UsageError(`--namespace: "${namespace}" is not a valid namespace name`);
   let kc;
   try {
-    kc = await loadKubeConfig(flags.kubeconfig as string | undefined);
+    kc = await loadKubeConfig(flags.kubeconfig);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -141,16 +141,16 @@ export async function doctorCommand(argv: string[]): Promise<number> {
     client = await KubeClient.create(kc, { userAgent: `kubegc/${VERSION} doctor` });
     const snapshot = await scan(client, {
       namespace,
-      concurrency: flags.concurrency as number,
+      concurrency: flags.concurrency,
     });
     if (namespace && snapshot.namespaces && !snapshot.namespaces.some((n) => n.name === namespace))
       throw new UsageError(`namespace "${namespace}" not found`);
-    const olderThanMs = flags['older-than'] as number;
+    const olderThanMs = flags['older-than'];
     const report = analyze(snapshot, {
       now: Date.now(),
       olderThanSeconds: olderThanMs > 0 ? Math.floor(olderThanMs / 1000) : undefined,
     });
-    const gcMetrics = flags['gc-metrics'] as string | undefined;
+    const gcMetrics = flags['gc-metrics'];
     if (gcMetrics !== undefined) report.gc = await readRunningGc(gcMetrics, flags, kc);
     if (flags.output === 'json') {
       for (const n of report.notScanned)

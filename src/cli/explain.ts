@@ -5,7 +5,7 @@ import { VERSION } from '../version.ts';
 import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
-export const EXPLAIN_FLAGS: FlagSpecs = {
+export const EXPLAIN_FLAGS = {
   namespace: {
     kind: 'string',
     short: 'n',
@@ -14,7 +14,7 @@ export const EXPLAIN_FLAGS: FlagSpecs = {
   output: OUTPUT_FLAG,
   kubeconfig: KUBECONFIG_FLAG,
   help: { kind: 'bool', help: 'show this help' },
-};
+} satisfies FlagSpecs;
 
 export const EXPLAIN_USAGE = `usage: kubegc explain RESOURCE/NAME [-n NAMESPACE] [-o text|json]
 
@@ -44,7 +44,7 @@ export async function explainCommand(argv: string[]): Promise<number> {
     throw new UsageError(`"${target}" is not RESOURCE/NAME (e.g. deployment/web)`);
   let kc;
   try {
-    kc = await loadKubeConfig(flags.kubeconfig as string | undefined);
+    kc = await loadKubeConfig(flags.kubeconfig);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -54,7 +54,7 @@ export async function explainCommand(argv: string[]): Promise<number> {
       client,
       target.slice(0, slash),
       target.slice(slash + 1),
-      flags.namespace as string | undefined,
+      flags.namespace,
     );
     process.stdout.write(
       flags.output === 'json' ? `${JSON.stringify(result, null, 2)}\n` : renderExplanation(result),

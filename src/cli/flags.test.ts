@@ -1,18 +1,18 @@
 import { parseDuration, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
-const specs: FlagSpecs = {
+const specs = {
   workers: {
     kind: 'int',
     help: 'workers',
     default: '20',
-    validate: (v) => ((v as number) < 1 ? 'must be at least 1' : undefined),
+    validate: (v) => (v < 1 ? 'must be at least 1' : undefined),
   },
   qps: { kind: 'number', help: 'qps', default: '50' },
   'dry-run': { kind: 'bool', help: 'dry run', default: 'false' },
   period: { kind: 'duration', help: 'period', default: '30s' },
   ignored: { kind: 'list', help: 'ignored', default: '' },
   kubeconfig: { kind: 'string', help: 'kubeconfig' },
-};
+} satisfies FlagSpecs;
 
 describe('parseDuration', () => {
   test.each([
@@ -79,5 +79,37 @@ describe('parseFlags', () => {
     [['--period', '10'], /invalid duration/],
   ])('%p is a usage error', (argv, message) => {
     expect(() => parseFlags(argv, specs)).toThrow(message);
+  });
+});
+
+describe('the flag table types the values (checked by npm run typecheck)', () => {
+  test("each value has its kind's type; undefined only without a default", () => {
+    const { flags } = parseFlags(['--kubeconfig', '/k'], specs);
+    const workers: number = flags.workers;
+    const dryRun: boolean = flags['dry-run'];
+    const ignored: string[] = flags.ignored;
+    const kubeconfig: string | undefined = flags.kubeconfig;
+    // @ts-expect-error a flag without a default may be absent
+    const required: string = flags.kubeconfig;
+    // @ts-expect-error an int is not a string
+    const wrong: string = flags.workers;
+    // @ts-expect-error no such flag
+    void flags.nope;
+    expect([workers, dryRun, ignored, kubeconfig, required, wrong]).toEqual([
+      20,
+      false,
+      [],
+      '/k',
+      '/k',
+      20,
+    ]);
+  });
+
+  test('a validator of another kind is refused', () => {
+    const specsWithWrongValidator = {
+      // @ts-expect-error a string flag cannot take a number's validator
+      name: { kind: 'string', help: 'name', validate: (v: number) => (v < 1 ? 'no' : undefined) },
+    } satisfies FlagSpecs;
+    expect(Object.keys(specsWithWrongValidator)).toEqual(['name']);
   });
 });

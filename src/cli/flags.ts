@@ -6,19 +6,44 @@ export class UsageError extends Error {}
 
 export type FlagKind = 'string' | 'int' | 'number' | 'bool' | 'duration' | 'list';
 
-export interface FlagSpec {
-  kind: FlagKind;
+/** What a flag of each kind parses to (durations in milliseconds). */
+export interface FlagKindValue {
+  string: string;
+  int: number;
+  number: number;
+  bool: boolean;
+  duration: number;
+  list: string[];
+}
+
+interface SpecOf<K extends FlagKind> {
+  kind: K;
   help: string;
   default?: string;
   /** One-letter alias, e.g. 'n' for `-n` (kubectl style). */
   short?: string;
   /** Extra validation of the parsed value; returns an error message or undefined. */
-  validate?: (value: unknown) => string | undefined;
+  validate?: (value: FlagKindValue[K]) => string | undefined;
 }
+
+/**
+ * One flag. A union by kind, so that a table written `{...} satisfies
+ * FlagSpecs` keeps each flag's kind and default in its type: a validator of
+ * the wrong kind, or a value read as the wrong type, is a compile error.
+ */
+export type FlagSpec = { [K in FlagKind]: SpecOf<K> }[FlagKind];
 
 export type FlagSpecs = Record<string, FlagSpec>;
 
-export type FlagValue = string | number | boolean | string[];
+export type FlagValue = FlagKindValue[FlagKind];
+
+/** A flag's parsed value: always there when it has a default, else possibly undefined. */
+export type FlagValueOf<S extends FlagSpec> = S extends { default: string }
+  ? FlagKindValue[S['kind']]
+  : FlagKindValue[S['kind']] | undefined;
+
+/** The parsed flags of a table, each typed by its spec. */
+export type FlagValues<S extends FlagSpecs> = { readonly [N in keyof S]: FlagValueOf<S[N]> };
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -74,12 +99,17 @@ function convert(name: string, spec: FlagSpec, raw: string): FlagValue {
   }
 }
 
-export interface Parsed {
-  flags: Record<string, FlagValue>;
+export interface Parsed<S extends FlagSpecs> {
+  flags: FlagValues<S>;
   args: string[];
 }
 
-export function parseFlags(argv: string[], specs: FlagSpecs): Parsed {
+/** The validator of a spec of any kind, applied to a value convert() made for that kind. */
+function validatorOf(spec: FlagSpec): ((value: FlagValue) => string | undefined) | undefined {
+  return spec.validate as ((value: FlagValue) => string | undefined) | undefined;
+}
+
+export function parseFlags<S extends FlagSpecs>(argv: string[], specs: S): Parsed<S> {
   const flags: Record<string, FlagValue> = {};
   const args: string[] = [];
   for (const [name, spec] of Object.entries(specs)) {
@@ -120,11 +150,12 @@ export function parseFlags(argv: string[], specs: FlagSpecs): Parsed {
       i++;
     }
     const value = convert(name, spec, raw);
-    const problem = spec.validate?.(value);
+    const problem = validatorOf(spec)?.(value);
     if (problem) throw new UsageError(`--${name}: ${problem}`);
     flags[name] = value;
   }
-  return { flags, args };
+  // Each value was made by convert() for its spec's kind, and every flag with a default is set.
+  return { flags: flags as FlagValues<S>, args };
 }
 
 export function formatFlags(specs: FlagSpecs): string {

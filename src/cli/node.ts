@@ -50,7 +50,7 @@ import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts'
 
 const minutes = (ms: number): string => `${ms / 60_000}m`;
 
-export const NODE_FLAGS: FlagSpecs = {
+export const NODE_FLAGS = {
   'cri-endpoint': {
     kind: 'string',
     help: "the runtime's CRI socket (kubelet: --container-runtime-endpoint; CRI-O: unix:///var/run/crio/crio.sock)",
@@ -128,8 +128,7 @@ export const NODE_FLAGS: FlagSpecs = {
     // buys before kubegc even looks (a 3 MB/s fill crossed the 5% margin of a
     // 1 GiB imagefs in 17 s in the node soak). Three statfs calls are cheap.
     default: '2s',
-    validate: (v) =>
-      (v as number) === 0 || (v as number) >= 100 ? undefined : 'must be 0 or at least 100ms',
+    validate: (v) => (v === 0 || v >= 100 ? undefined : 'must be 0 or at least 100ms'),
   },
   'pinned-images': {
     kind: 'list',
@@ -206,7 +205,7 @@ export const NODE_FLAGS: FlagSpecs = {
   'health-probe-bind-address': HEALTH_PROBE_BIND_ADDRESS_FLAG,
   'log-level': LOG_LEVEL_FLAG,
   help: HELP_FLAG,
-};
+} satisfies FlagSpecs;
 
 export const NODE_USAGE = `usage: kubegc node [flags]
 
@@ -260,18 +259,18 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const servingProblem = servingFlagProblems(flags);
   if (servingProblem) throw new UsageError(servingProblem);
   const imagePolicy = {
-    highThresholdPercent: flags['image-gc-high-threshold'] as number,
-    lowThresholdPercent: flags['image-gc-low-threshold'] as number,
-    minAgeMs: flags['image-minimum-gc-age'] as number,
-    maxAgeMs: flags['image-maximum-gc-age'] as number,
+    highThresholdPercent: flags['image-gc-high-threshold'],
+    lowThresholdPercent: flags['image-gc-low-threshold'],
+    minAgeMs: flags['image-minimum-gc-age'],
+    maxAgeMs: flags['image-maximum-gc-age'],
   };
   const problems = validateImageGcPolicy(imagePolicy);
   if (problems.length > 0) throw new UsageError(problems.join('; '));
   let eviction: ReturnType<typeof parseEvictionHard>;
   let margin: ThresholdValue;
   try {
-    eviction = parseEvictionHard(flags['eviction-hard'] as string);
-    margin = parseReclaimMargin(flags['eviction-reclaim-margin'] as string);
+    eviction = parseEvictionHard(flags['eviction-hard']);
+    margin = parseReclaimMargin(flags['eviction-reclaim-margin']);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -279,10 +278,10 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const { nodeName, nameFrom } = resolveNodeName(
     typeof nodeNameFlag === 'string' ? nodeNameFlag : undefined,
   );
-  const dryRun = flags['dry-run'] as boolean;
-  const once = flags.once as boolean;
+  const dryRun = flags['dry-run'];
+  const once = flags.once;
   const log = createLogger(flags['log-level'] as Level);
-  const pinnedImages = flags['pinned-images'] as string[];
+  const pinnedImages = flags['pinned-images'];
   // Globs are checked by trying typical expansions, which can miss: a warning, not a refusal.
   for (const problem of pinnedImages.map(imagePatternProblem))
     if (problem) log.warn(`--pinned-images: ${problem.message}`);
@@ -290,12 +289,8 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const metrics = createNodeMetrics(registry);
-  const client = await apiClient(
-    flags.kubeconfig as string | undefined,
-    flags['request-timeout'] as number,
-  );
-  const serveMetrics =
-    !(flags.once as boolean) && parseBindAddress(flags['metrics-bind-address'] as string);
+  const client = await apiClient(flags.kubeconfig, flags['request-timeout']);
+  const serveMetrics = !flags.once && parseBindAddress(flags['metrics-bind-address']);
   if (serveMetrics && flags['metrics-secure'] && !client)
     throw new UsageError(
       'no API access for the metrics port (--metrics-secure checks callers with TokenReview and SubjectAccessReview): give --kubeconfig, run in a cluster, or pass --metrics-secure=false or --metrics-bind-address=0',
@@ -311,8 +306,8 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   }
   const events = client ? apiNodeEvents(client, nodeName, log) : noNodeEvents;
   const runtime = new RuntimeConnection(
-    flags['cri-endpoint'] as string,
-    flags['runtime-request-timeout'] as number,
+    flags['cri-endpoint'],
+    flags['runtime-request-timeout'],
     log,
     (up) => metrics.runtimeUp.set(up ? 1 : 0),
   );
@@ -322,9 +317,9 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     {
       policy: imagePolicy,
       pinnedImages,
-      sandboxImage: (flags['pod-infra-container-image'] as string | undefined) || undefined,
-      maxRemovalsPerRun: flags['max-removals-per-run'] as number,
-      stateFile: flags['state-file'] as string,
+      sandboxImage: flags['pod-infra-container-image'] || undefined,
+      maxRemovalsPerRun: flags['max-removals-per-run'],
+      stateFile: flags['state-file'],
       dryRun,
       ...(pods ? { pods } : {}),
     },
@@ -336,12 +331,12 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     runtime,
     {
       policy: {
-        minAgeMs: flags['minimum-container-ttl-duration'] as number,
-        maxPerPodContainer: flags['maximum-dead-containers-per-container'] as number,
-        maxContainers: flags['maximum-dead-containers'] as number,
+        minAgeMs: flags['minimum-container-ttl-duration'],
+        maxPerPodContainer: flags['maximum-dead-containers-per-container'],
+        maxContainers: flags['maximum-dead-containers'],
       },
-      podLogsDir: flags['pod-logs-dir'] as string,
-      containerLogsDir: flags['container-logs-dir'] as string,
+      podLogsDir: flags['pod-logs-dir'],
+      containerLogsDir: flags['container-logs-dir'],
       dryRun,
       ...(pods ? { pods } : {}),
       nodeName,
@@ -350,12 +345,12 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     metrics,
     events,
   );
-  const pressurePeriodMs = flags['pressure-check-period'] as number;
+  const pressurePeriodMs = flags['pressure-check-period'];
   // Checked before any pass: --once would otherwise run both and fail only at the pressure check.
   const rootProblem =
     eviction.thresholds.length > 0 &&
     pressurePeriodMs > 0 &&
-    (await rootDirProblem(flags['root-dir'] as string));
+    (await rootDirProblem(flags['root-dir']));
   if (rootProblem) throw new UsageError(rootProblem);
   const pressure =
     eviction.thresholds.length > 0 && pressurePeriodMs > 0
@@ -364,7 +359,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
           {
             thresholds: eviction.thresholds,
             margin,
-            rootDir: flags['root-dir'] as string,
+            rootDir: flags['root-dir'],
             dryRun,
           },
           log,
@@ -387,8 +382,8 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     metrics,
     events,
     options: {
-      imagePeriodMs: flags['image-gc-period'] as number,
-      containerPeriodMs: flags['container-gc-period'] as number,
+      imagePeriodMs: flags['image-gc-period'],
+      containerPeriodMs: flags['container-gc-period'],
       imageGc: !imageGcDisabled(imagePolicy),
       pressurePeriodMs,
     },
@@ -425,8 +420,8 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   }
 
   const server = await startObservabilityServer({
-    metricsAddress: flags['metrics-bind-address'] as string,
-    healthAddress: flags['health-probe-bind-address'] as string,
+    metricsAddress: flags['metrics-bind-address'],
+    healthAddress: flags['health-probe-bind-address'],
     secure: serveMetrics
       ? await secureServing(secureServingOptions(flags), client, log)
       : undefined,

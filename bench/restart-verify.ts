@@ -11,7 +11,8 @@
 // has 40/60); --min-owners Infinity: every owner read on its own.
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { KubeClient, loadKubeConfig, type InterceptedRequest } from '../src/api/client.ts';
+import { KubeClient, loadKubeConfig } from '../src/api/client.ts';
+import { type InterceptedRequest } from '../src/api/request.ts';
 import { GarbageCollector } from '../src/gc/garbage-collector.ts';
 import { silentLogger } from '../src/log.ts';
 import { REPO_ROOT, up } from '../cluster/controlplane.ts';

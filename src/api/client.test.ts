@@ -5,7 +5,8 @@ import http2 from 'node:http2';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import { ApiError, isObjectNotFound, KubeClient } from './client.ts';
+import { KubeClient } from './client.ts';
+import { ApiError, isObjectNotFound } from './errors.ts';
 import { inLane } from './lanes.ts';
 import { selfSignedCert } from '../../test/support/tls.ts';
 

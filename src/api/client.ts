@@ -9,14 +9,22 @@
 // connections of their own. DISABLE_HTTP2 (client-go's switch) turns HTTP/2
 // off; a server that does not offer it gets HTTP/1.1 too.
 import type http from 'node:http';
-import http2 from 'node:http2';
 import https from 'node:https';
 import { createSecureContext } from 'node:tls';
 import { httpModule } from './node-http.ts';
 import type { KubeConfigLike } from './kubeconfig.ts';
-import { decodeStatus, FrameReader, isProtobufContentType } from './protobuf-meta.ts';
+import { FrameReader, isProtobufContentType } from './protobuf-meta.ts';
 import { currentLane, type Lane } from './lanes.ts';
 import { LaneTokenBucket } from './token-bucket.ts';
+import { ApiError, errorBodyText } from './errors.ts';
+import { Http2Connection } from './http2-connection.ts';
+import {
+  abortedMessage,
+  type Answer,
+  type InterceptedRequest,
+  type Prepared,
+  type RequestOptions,
+} from './request.ts';
 
 export interface ClientOptions {
   /** Client-side rate limit for requests (watch streams count once, at start). */
@@ -51,14 +59,6 @@ export interface ClientOptions {
   intercept?: (req: InterceptedRequest) => Promise<void> | void;
 }
 
-export interface InterceptedRequest {
-  method: string;
-  path: string;
-  verb: string;
-  query?: RequestOptions['query'];
-  body?: unknown;
-}
-
 export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
   qps: 500,
   burst: 1000,
@@ -68,112 +68,6 @@ export const DEFAULT_CLIENT_OPTIONS: ClientOptions = {
   http2PingTimeoutMs: 15_000,
   userAgent: 'kubegc',
 };
-
-/** A non-2xx answer from the API server (or no answer: status 0). */
-export class ApiError extends Error {
-  readonly status: number;
-  readonly reason: string;
-  readonly body: string;
-  /** The server's Retry-After, in ms (a 429, or a 5xx that asks for one). */
-  retryAfterMs: number | undefined;
-  constructor(method: string, path: string, status: number, body: string, reason = '') {
-    let message = body;
-    let parsedReason = reason;
-    try {
-      const s = JSON.parse(body) as { message?: string; reason?: string };
-      message = s.message ?? body;
-      parsedReason = s.reason ?? reason;
-    } catch {
-      /* not a Status object */
-    }
-    super(
-      `${method} ${path}: ${status || 'no response'}${parsedReason ? ` ${parsedReason}` : ''}: ${message.slice(0, 500)}`,
-    );
-    this.status = status;
-    this.reason = parsedReason;
-    this.body = body;
-  }
-}
-
-export function isNotFound(err: unknown): boolean {
-  return err instanceof ApiError && err.status === 404;
-}
-
-/**
- * A 404 that says THIS object does not exist: the Status names it
- * (`details.name`). A 404 for the path itself ("the server could not find the
- * requested resource": a version no longer served, a CRD being updated, an
- * aggregated API gone) says nothing about the object, and a garbage collector
- * that took it for "the owner is gone" would delete live objects' dependents.
- */
-export function isObjectNotFound(err: unknown, name: string): boolean {
-  if (!(err instanceof ApiError) || err.status !== 404) return false;
-  try {
-    const s = JSON.parse(err.body) as { details?: { name?: string } };
-    return s.details?.name === name;
-  } catch {
-    return false;
-  }
-}
-export function isConflict(err: unknown): boolean {
-  return err instanceof ApiError && err.status === 409;
-}
-
-export const METADATA_ACCEPT =
-  'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
-export const METADATA_LIST_ACCEPT =
-  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
-
-export interface RequestOptions {
-  query?: Record<string, string | number | boolean | undefined>;
-  body?: unknown;
-  contentType?: string;
-  accept?: string;
-  timeoutMs?: number;
-  /**
-   * Cancels the request: one not yet on the wire is never sent; one in
-   * flight is reset (RST_STREAM CANCEL over HTTP/2, the socket destroyed over
-   * HTTP/1.1) and rejects with an ApiError (status 0), never resolves.
-   */
-  signal?: AbortSignal;
-  /** Label for the request metric (LIST, GET, ...); defaults to the HTTP method. */
-  verb?: string;
-  /**
-   * Checked after the rate limiter and before every attempt (retries
-   * included), and again after the auth headers are refreshed (an exec
-   * plugin may take a while); throwing stops the request before it reaches
-   * the wire. The leader-election write guard lives here, so that no write
-   * waits in the token bucket, a header refresh or a Retry-After sleep and
-   * then leaves after the lease is gone.
-   */
-  beforeSend?: () => void;
-  /**
-   * Retry a 429 (or a 5xx with Retry-After) after the time the server asks,
-   * as client-go does (default true). False for a write whose decision may
-   * not survive the wait: the caller gets the ApiError and decides again.
-   */
-  retryThrottled?: boolean;
-  /**
-   * Decodes a 2xx answer's body (default: JSON). Given with an Accept that
-   * offers protobuf first: the server picks, and the Content-Type says which.
-   */
-  decode?: (body: Buffer, contentType: string | undefined) => unknown;
-}
-
-/**
- * The text of a non-2xx answer for ApiError: a Status in JSON as the server
- * sent it, or the protobuf Status one negotiated with protobuf first turned
- * into the same JSON (its code, reason and message), so that every caller
- * reads errors one way.
- */
-export function errorBodyText(body: Buffer, contentType: string | undefined): string {
-  if (!isProtobufContentType(contentType)) return body.toString('utf8');
-  try {
-    return JSON.stringify({ kind: 'Status', ...decodeStatus(body) });
-  } catch {
-    return `(an undecodable protobuf answer of ${body.length} bytes)`;
-  }
-}
 
 const MAX_THROTTLE_RETRIES = 10;
 
@@ -582,11 +476,6 @@ export class KubeClient {
   }
 }
 
-interface Prepared {
-  headers: Record<string, string>;
-  payload: string | undefined;
-}
-
 /** How long watches wait for the first watch connection's TLS session (see firstWatchSession). */
 const WATCH_RESUME_WAIT_MS = 1000;
 
@@ -600,238 +489,6 @@ function waitAtMost(p: Promise<void>, ms: number): Promise<void> {
       timer.unref();
     }),
   ]).finally(() => clearTimeout(timer));
-}
-
-function abortedMessage(signal: AbortSignal): string {
-  const reason: unknown = signal.reason;
-  return `aborted: ${reason instanceof Error ? reason.message : String(reason)}`;
-}
-
-interface Answer {
-  status: number;
-  retryAfter: string | undefined;
-  contentType: string | undefined;
-  body: Buffer;
-}
-
-interface Http2HealthOptions {
-  readIdleTimeoutMs: number;
-  pingTimeoutMs: number;
-}
-
-/**
- * One HTTP/2 session to the API server, opened on first use and again after
- * it closes (GOAWAY, a restarted server, a network error) or fails its health
- * check. Many requests share it as streams, so its cost per request is a
- * fraction of a request's own socket bookkeeping under node:https.
- */
-class Http2Connection {
-  private readonly origin: string;
-  private readonly tls: https.AgentOptions;
-  private readonly health: Http2HealthOptions;
-  private session: http2.ClientHttp2Session | undefined;
-  /** When each session last received anything (a frame we can observe, a PING ack). */
-  private readonly lastRead = new WeakMap<http2.ClientHttp2Session, number>();
-  /** The server answered the TLS handshake without offering h2 (ALPN). */
-  unsupported = false;
-  /** Streams in flight: an idle session must not keep the process alive (like idle keep-alive sockets). */
-  private active = 0;
-
-  constructor(origin: string, tls: https.AgentOptions, health: Http2HealthOptions) {
-    this.origin = origin;
-    this.tls = tls;
-    this.health = health;
-  }
-
-  private noteRead(s: http2.ClientHttp2Session): void {
-    this.lastRead.set(s, Date.now());
-  }
-
-  /**
-   * client-go's HTTP/2 health check (ReadIdleTimeout / PingTimeout of
-   * golang.org/x/net/http2): a session that has received nothing for
-   * readIdleTimeout is sent a PING; no ack within pingTimeout and it is
-   * destroyed, failing its streams at once instead of after minutes of TCP
-   * retransmissions to a frozen peer. Its timer never keeps the process alive.
-   */
-  private watchHealth(s: http2.ClientHttp2Session): void {
-    const { readIdleTimeoutMs, pingTimeoutMs } = this.health;
-    let timer: NodeJS.Timeout | undefined;
-    const schedule = (ms: number, fn: () => void): void => {
-      timer = setTimeout(fn, Math.max(ms, 0));
-      timer.unref();
-    };
-    const check = (): void => {
-      if (s.closed || s.destroyed) return;
-      const idle = Date.now() - (this.lastRead.get(s) ?? 0);
-      if (idle < readIdleTimeoutMs) {
-        schedule(readIdleTimeoutMs - idle, check);
-        return;
-      }
-      let acked = false;
-      const sent = s.ping((err) => {
-        acked = true;
-        clearTimeout(timer);
-        if (s.destroyed) return; // the PING was cancelled: the session is gone anyway
-        if (!err) this.noteRead(s);
-        schedule(readIdleTimeoutMs, check);
-      });
-      if (!sent) {
-        schedule(readIdleTimeoutMs, check); // too many PINGs in flight; look again later
-        return;
-      }
-      schedule(pingTimeoutMs, () => {
-        if (acked || s.destroyed) return;
-        const seconds = pingTimeoutMs / 1000;
-        s.destroy(
-          new Error(
-            `HTTP/2 connection to ${this.origin} failed its health check: no PING ack within ${seconds}s`,
-          ),
-        );
-      });
-    };
-    s.once('connect', () => {
-      this.noteRead(s);
-      schedule(readIdleTimeoutMs, check);
-    });
-    s.once('close', () => clearTimeout(timer));
-    // Frames node:http2 tells us about; responses and data are noted per stream.
-    for (const event of ['ping', 'remoteSettings', 'altsvc', 'origin'] as const)
-      s.on(event, () => this.noteRead(s));
-  }
-
-  private open(): http2.ClientHttp2Session {
-    const current = this.session;
-    if (current && !current.closed && !current.destroyed) return current;
-    const s = http2.connect(this.origin, {
-      secureContext: this.tls.secureContext,
-      servername: this.tls.servername,
-      rejectUnauthorized: this.tls.rejectUnauthorized,
-    });
-    // Errors reach every open stream; the session itself is just replaced.
-    s.on('error', (err: Error) => this.noteRefusal(err));
-    s.on('connect', () => {
-      if (s.alpnProtocol !== 'h2') this.unsupported = true;
-    });
-    const forget = (): void => {
-      if (this.session === s) this.session = undefined;
-    };
-    s.on('close', forget);
-    s.on('goaway', forget);
-    this.watchHealth(s);
-    if (this.active === 0) s.unref();
-    this.session = s;
-    return s;
-  }
-
-  /** Resolves undefined if the server turned out not to speak HTTP/2. */
-  exchange(
-    method: string,
-    pathWithQuery: string,
-    headers: Record<string, string>,
-    payload: string | undefined,
-    o: RequestOptions,
-  ): Promise<Answer | undefined> {
-    if (o.signal?.aborted) return Promise.reject(new Error(abortedMessage(o.signal)));
-    const session = this.open();
-    const h2Headers: http2.OutgoingHttpHeaders = { ':method': method, ':path': pathWithQuery };
-    for (const [k, v] of Object.entries(headers)) h2Headers[k.toLowerCase()] = v;
-    return new Promise((resolve, reject) => {
-      let req: http2.ClientHttp2Stream;
-      try {
-        // endStream explicitly: Node would close a DELETE's stream before its body.
-        req = session.request(h2Headers, { endStream: payload === undefined });
-      } catch (err) {
-        // A session at the end of its life (out of stream IDs, closing): next time, a new one.
-        if (this.session === session) this.session = undefined;
-        session.close();
-        reject(err as Error);
-        return;
-      }
-      if (this.active++ === 0) session.ref();
-      let status = 0;
-      let retryAfter: string | undefined;
-      let contentType: string | undefined;
-      const chunks: Buffer[] = [];
-      let failure: Error | undefined;
-      // Two clocks: the stream's idle timeout (a response that stops arriving),
-      // and one for the answer's first headers, because the idle timer only runs
-      // once the session is connected: a server that accepts the TCP connection
-      // and never completes TLS (a blackholed network) would hold the request
-      // for ever.
-      let awaitingHeaders: NodeJS.Timeout | undefined;
-      if (o.timeoutMs) {
-        const timedOut = (): void => {
-          failure ??= new Error(`timed out after ${o.timeoutMs} ms`);
-          // A stream of a session still connecting is not closed by cancelling it
-          // (it has not been sent): the connection that did not come up in time goes,
-          // and every stream waiting on it fails with it.
-          if (session.connecting) session.destroy(failure);
-          else req.close(http2.constants.NGHTTP2_CANCEL);
-        };
-        req.setTimeout(o.timeoutMs, timedOut);
-        awaitingHeaders = setTimeout(timedOut, o.timeoutMs);
-      }
-      // The caller's signal resets the stream (RST_STREAM CANCEL): the API
-      // server cancels the request's context (an admission webhook it waits
-      // on, say), and the request rejects, whatever has arrived of its answer.
-      const signal = o.signal;
-      const onAbort = (): void => {
-        failure ??= new Error(signal ? abortedMessage(signal) : 'aborted');
-        req.close(http2.constants.NGHTTP2_CANCEL);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      req.on('response', (h) => {
-        clearTimeout(awaitingHeaders);
-        this.noteRead(session);
-        status = Number(h[':status'] ?? 0);
-        const ra = h['retry-after'];
-        retryAfter = typeof ra === 'string' ? ra : undefined;
-        const ct = h['content-type'];
-        contentType = typeof ct === 'string' ? ct : undefined;
-      });
-      req.on('data', (c: Buffer) => {
-        this.noteRead(session);
-        chunks.push(c);
-      });
-      req.on('headers', () => this.noteRead(session));
-      req.on('trailers', () => this.noteRead(session));
-      req.on('error', (err: Error) => {
-        failure ??= err;
-      });
-      req.on('close', () => {
-        clearTimeout(awaitingHeaders);
-        signal?.removeEventListener('abort', onAbort);
-        if (--this.active === 0 && !session.destroyed) session.unref();
-        if (status !== 0 && !failure) {
-          resolve({ status, retryAfter, contentType, body: Buffer.concat(chunks) });
-          return;
-        }
-        if (failure) this.noteRefusal(failure);
-        if (this.unsupported) {
-          resolve(undefined);
-          return;
-        }
-        reject(failure ?? new Error(`stream closed without an answer (code ${req.rstCode})`));
-      });
-      if (payload === undefined) req.end();
-      else req.end(payload);
-    });
-  }
-
-  /** A TLS server without h2 in its ALPN list refuses the handshake with this alert. */
-  private noteRefusal(err: Error): void {
-    if (
-      (err as NodeJS.ErrnoException).code === 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL' ||
-      err.message.includes('no application protocol')
-    )
-      this.unsupported = true;
-  }
-
-  close(): void {
-    this.session?.close();
-    this.session = undefined;
-  }
 }
 
 function readBody(res: http.IncomingMessage): Promise<string> {

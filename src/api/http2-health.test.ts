@@ -7,7 +7,8 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import { ApiError, KubeClient } from './client.ts';
+import { KubeClient } from './client.ts';
+import { ApiError } from './errors.ts';
 import { selfSignedCert } from '../../test/support/tls.ts';
 
 let tls: { key: Buffer; cert: Buffer };

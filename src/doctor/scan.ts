@@ -2,7 +2,9 @@
 // resource (metadata only), a few at a time, into a Snapshot. Namespaces and
 // APIServices are read in full, because their status says why a namespace is
 // stuck; they are few. GET and LIST only: doctor never writes.
-import { ApiError, METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
+import { type KubeClient } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
+import { METADATA_LIST_ACCEPT } from '../api/request.ts';
 import { discover } from '../api/discovery.ts';
 import { collectionPath, groupResource, isDeletable, type ResourceInfo } from '../api/resources.ts';
 import {

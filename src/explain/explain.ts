@@ -1,7 +1,8 @@
 // `kubegc explain`: why an object is or is not being collected, read from the
 // cluster alone (not from a running controller). It reuses the decision
 // functions of src/gc/decide.ts, so it says what kubegc would do.
-import { METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
+import { type KubeClient } from '../api/client.ts';
+import { METADATA_LIST_ACCEPT } from '../api/request.ts';
 import { discover } from '../api/discovery.ts';
 import {
   RestMapper,

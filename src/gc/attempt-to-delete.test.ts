@@ -2,7 +2,7 @@
 // object live, with an in-memory stand-in for the API (the e2e tests prove the
 // same against a real kube-apiserver).
 import { jest } from '@jest/globals';
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import type { ObjectMeta, OwnerReference, ResourceInfo } from '../api/resources.ts';
 import { coordinatesKey } from '../graph/graph.ts';
 import { cmRef as ownerRef, graphFixture } from '../graph/graph-fixture.testing.ts';

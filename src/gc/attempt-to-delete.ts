@@ -6,7 +6,7 @@
 // The graph's copy saves the live reads where the graph can vouch for every
 // owner; any write it carries is guarded by the copy's uid and
 // resourceVersion, so a stale copy gets a 409 and is decided again live.
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import {
   groupResource,
   groupVersion,

@@ -8,7 +8,7 @@ import { createLogger } from '../log.ts';
 import { workerContext } from './context.testing.ts';
 import { attemptToOrphan } from './attempt-to-orphan.ts';
 import type { GcApi } from './operations.ts';
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 
 const WIDGETS: ResourceInfo = {
   group: 'example.com',

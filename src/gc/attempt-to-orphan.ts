@@ -19,7 +19,7 @@
 //      not within a moment, a consistent LIST is read instead;
 //   3. after the PATCHes, the graph's dependents are read again, and any new
 //      one is orphaned too.
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import { groupResource, type ObjectMeta, type ResourceInfo } from '../api/resources.ts';
 import { done, failed, retryAfter, type ProcessResult } from '../queue/workqueue.ts';
 import { warnOnce, type GcContext } from './context.ts';

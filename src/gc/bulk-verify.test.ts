@@ -4,7 +4,7 @@
 // and the verifier over a graph fed by a real Propagator. The e2e tests
 // (test/e2e/gc-bulk-verify.test.ts) prove the same against kube-apiserver.
 import http from 'node:http';
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import { RestMapper, type ObjectMeta, type ResourceInfo } from '../api/resources.ts';
 import {
   CONFIGMAPS,

@@ -3,7 +3,7 @@
 // selector, and an answer that is not "this one object" or "none" refused.
 import http from 'node:http';
 import type { ResourceInfo } from '../api/resources.ts';
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import { refusesFieldSelector } from './operations.ts';
 import { standInGcApi } from './stand-in-gc-api.testing.ts';
 

@@ -2,14 +2,9 @@
 // owner-reference / finalizer patches. Every write is guarded: DELETE carries
 // UID (and resourceVersion) preconditions, JSON merge patches carry the
 // resourceVersion they were computed from.
-import {
-  ApiError,
-  METADATA_ACCEPT,
-  METADATA_LIST_ACCEPT,
-  isConflict,
-  isObjectNotFound,
-  type KubeClient,
-} from '../api/client.ts';
+import { type KubeClient } from '../api/client.ts';
+import { ApiError, isConflict, isObjectNotFound } from '../api/errors.ts';
+import { METADATA_ACCEPT, METADATA_LIST_ACCEPT } from '../api/request.ts';
 import { fieldEquals } from '../api/field-selector.ts';
 import { PROTOBUF_METADATA_LIST_ACCEPT, type MetadataList } from '../api/protobuf-meta.ts';
 import {

@@ -1,4 +1,4 @@
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import type { ObjectMeta, OwnerReference } from '../api/resources.ts';
 import { cmMeta, cmRef, graphFixture } from '../graph/graph-fixture.testing.ts';
 import { UnresolvableKindError } from './context.ts';

@@ -12,7 +12,7 @@
 // (O(1) each). Blocked deletions are recomputed by a sweep over the objects
 // in foreground or orphan deletion and the failing writes only, never over
 // the whole graph; scrapes read counts kept by the last sweep.
-import { ApiError } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
 import type { NodeAttributes, OwnershipGraph } from '../graph/graph.ts';
 import { UnresolvableKindError } from './context.ts';
 

@@ -6,7 +6,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import { ApiError, KubeClient, type RequestOptions } from '../api/client.ts';
+import { KubeClient } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
+import { type RequestOptions } from '../api/request.ts';
 import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { silentLogger } from '../log.ts';

@@ -6,7 +6,9 @@
 // on errors and restarts a stream that has gone silent. It keeps no objects:
 // only the set of UIDs it has reported, so that a re-list can report what
 // vanished meanwhile.
-import { ApiError, METADATA_ACCEPT, METADATA_LIST_ACCEPT, type KubeClient } from '../api/client.ts';
+import { type KubeClient } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
+import { METADATA_ACCEPT, METADATA_LIST_ACCEPT } from '../api/request.ts';
 import {
   decodePartialObjectMetadataList,
   decodeWatchFrame,

@@ -2,7 +2,8 @@
 // test can hold up, and jest's fake clock (setTimeout and performance.now).
 // The real API server and two real replicas: test/e2e/leader-tenure.test.ts.
 import { jest } from '@jest/globals';
-import { ApiError, type RequestOptions } from '../api/client.ts';
+import { ApiError } from '../api/errors.ts';
+import { type RequestOptions } from '../api/request.ts';
 import { silentLogger } from '../log.ts';
 import { LeaderElector, type LeaderElectionOptions } from './lease.ts';
 

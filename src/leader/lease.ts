@@ -28,7 +28,8 @@
 // lease duration, before any standby can have taken over. A renewal read that
 // shows another holder ends the tenure at once.
 import { setMaxListeners } from 'node:events';
-import { ApiError, isConflict, isNotFound, type RequestOptions } from '../api/client.ts';
+import { ApiError, isConflict, isNotFound } from '../api/errors.ts';
+import { type RequestOptions } from '../api/request.ts';
 import type { Logger } from '../log.ts';
 
 export interface LeaderElectionOptions {

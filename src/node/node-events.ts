@@ -2,7 +2,8 @@
 // ImageGCFailed, ContainerGCFailed, InvalidDiskCapacity), as the kubelet
 // records them, and kubegc's own (pressure reclaims, PodsUnknown). Best
 // effort: without API access they are only logged.
-import { isNotFound, type KubeClient } from '../api/client.ts';
+import { type KubeClient } from '../api/client.ts';
+import { isNotFound } from '../api/errors.ts';
 import { apiEventRecorder, type EventRecorder } from '../gc/events.ts';
 import type { Logger } from '../log.ts';
 

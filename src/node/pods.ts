@@ -8,7 +8,9 @@
 // no Node of: LIST by spec.nodeName answers [] for any name, so an empty list
 // is "no pods" only if the Node exists. Each pod is reduced to these few
 // fields as its page arrives; no object is kept.
-import { isObjectNotFound, METADATA_ACCEPT, type KubeClient } from '../api/client.ts';
+import { type KubeClient } from '../api/client.ts';
+import { isObjectNotFound } from '../api/errors.ts';
+import { METADATA_ACCEPT } from '../api/request.ts';
 import { fieldEquals } from '../api/field-selector.ts';
 
 export interface NodePod {

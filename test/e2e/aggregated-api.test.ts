@@ -1,7 +1,9 @@
 // The aggregated API fixture (test/support/aggregated-api.ts) through the real
 // kube-apiserver, as the cluster admin: what the tests that use it (issue 32,
 // items 2 and 4, the soak) rely on, checked once here rather than assumed.
-import { ApiError, KubeClient, METADATA_LIST_ACCEPT } from '../../src/api/client.ts';
+import { KubeClient } from '../../src/api/client.ts';
+import { ApiError } from '../../src/api/errors.ts';
+import { METADATA_LIST_ACCEPT } from '../../src/api/request.ts';
 import { PROTOBUF_METADATA_LIST_ACCEPT } from '../../src/api/protobuf-meta.ts';
 import { AggregatedApi } from '../support/aggregated-api.ts';
 import { kubeConfig, waitFor } from '../support/cluster.ts';

@@ -4,7 +4,7 @@
 // its real service account (deploy/'s RBAC), so every request goes through
 // kube-apiserver's authorization and aggregator. Each test failed on the code
 // before the fix (0cadf1d).
-import type { InterceptedRequest } from '../../src/api/client.ts';
+import type { InterceptedRequest } from '../../src/api/request.ts';
 import { AggregatedApi } from '../support/aggregated-api.ts';
 import { statusOf, waitFor } from '../support/cluster.ts';
 import { afterFile, e2e } from '../support/e2e.ts';

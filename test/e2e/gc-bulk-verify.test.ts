@@ -7,7 +7,7 @@
 // leaked reads no owner and queues nothing. Each test failed on the code
 // before bulk verification (one live read per unobserved owner, each queued).
 import { randomUUID } from 'node:crypto';
-import type { InterceptedRequest } from '../../src/api/client.ts';
+import type { InterceptedRequest } from '../../src/api/request.ts';
 import { waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
 import { startInProcessGc, type InProcessGcOptions } from '../support/in-process-gc.ts';

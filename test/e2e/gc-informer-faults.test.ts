@@ -10,7 +10,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import type { InterceptedRequest } from '../../src/api/client.ts';
+import type { InterceptedRequest } from '../../src/api/request.ts';
 import { INITIAL_EVENTS_END } from '../../src/informers/metadata-informer.ts';
 import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';

@@ -5,7 +5,7 @@
 // way a concurrent controller or user would. Each test failed on the code
 // before its fix.
 import * as k8s from '@kubernetes/client-node';
-import type { InterceptedRequest } from '../../src/api/client.ts';
+import type { InterceptedRequest } from '../../src/api/request.ts';
 import type { GraphEvent } from '../../src/graph/propagator.ts';
 import { exists, statusOf, waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';

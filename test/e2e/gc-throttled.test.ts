@@ -12,7 +12,7 @@
 // without owner references (deploy/components/guardrails).
 import * as k8s from '@kubernetes/client-node';
 import { grantClusterAdmin, userKubeconfig } from '../../cluster/controlplane.ts';
-import type { InterceptedRequest } from '../../src/api/client.ts';
+import type { InterceptedRequest } from '../../src/api/request.ts';
 import { admissionWebhook, coreRule, hold } from '../support/admission-webhook.ts';
 import { liftSqueeze, squeeze, squeezeInEffect } from '../support/apf.ts';
 import { statusOf, waitFor } from '../support/cluster.ts';

@@ -7,7 +7,8 @@
 // keeps running, and collects everything else.
 import * as k8s from '@kubernetes/client-node';
 import { readAuditLog } from '../../soak/lib/audit.ts';
-import { ApiError, KubeClient } from '../../src/api/client.ts';
+import { KubeClient } from '../../src/api/client.ts';
+import { ApiError } from '../../src/api/errors.ts';
 import { loadKubeConfig } from '../../src/api/kubeconfig.ts';
 import { apiEventRecorder, type Regarding } from '../../src/gc/events.ts';
 import { createLogger } from '../../src/log.ts';

@@ -12,7 +12,8 @@
 import { appendFileSync } from 'node:fs';
 import type * as k8s from '@kubernetes/client-node';
 import type { Cluster } from '../../cluster/controlplane.ts';
-import { KubeClient, type ClientOptions, type InterceptedRequest } from '../../src/api/client.ts';
+import { KubeClient, type ClientOptions } from '../../src/api/client.ts';
+import { type InterceptedRequest } from '../../src/api/request.ts';
 import {
   GarbageCollector,
   type GarbageCollectorMetrics,

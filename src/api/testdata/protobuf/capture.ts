@@ -14,7 +14,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { REPO_ROOT, down, paths, up, type Cluster } from '../../../../cluster/controlplane.ts';
-import { METADATA_ACCEPT, METADATA_LIST_ACCEPT } from '../../client.ts';
+import { METADATA_ACCEPT, METADATA_LIST_ACCEPT } from '../../request.ts';
 import {
   PROTOBUF_CONTENT_TYPE,
   PROTOBUF_METADATA_ACCEPT,

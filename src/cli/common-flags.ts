@@ -1,9 +1,9 @@
 // Flags every long-running kubegc mode shares, defined once.
 import { LEVELS, type Level } from '../log.ts';
 import { MAX_TIMER_MS } from '../timers.ts';
-import { parseBindAddress, sharedPortProblem } from '../observability/server.ts';
+import { parseBindAddress, sharedPortProblem } from '../shared/serving/server.ts';
 import type { FlagSpec, FlagSpecs, FlagValues } from './flags.ts';
-import type { SecureServingOptions } from '../observability/secure-serving.ts';
+import type { SecureServingOptions } from '../shared/serving/secure-serving.ts';
 
 export const atLeast =
   (min: number) =>

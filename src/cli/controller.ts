@@ -14,8 +14,8 @@ import { LeaderElector } from '../leader/lease.ts';
 import { debugGraphHandler } from '../observability/debug-graph.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { controllerProbes } from '../observability/probes.ts';
-import { secureServing } from '../observability/secure-serving.ts';
-import { startObservabilityServer } from '../observability/server.ts';
+import { secureServing } from '../shared/serving/secure-serving.ts';
+import { startObservabilityServer } from '../shared/serving/server.ts';
 import {
   atLeast,
   HEALTH_PROBE_BIND_ADDRESS_FLAG,

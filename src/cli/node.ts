@@ -32,8 +32,8 @@ import {
   type ThresholdValue,
 } from '../node/pressure-policy.ts';
 import { RuntimeConnection } from '../node/runtime.ts';
-import { secureServing } from '../observability/secure-serving.ts';
-import { parseBindAddress, startObservabilityServer } from '../observability/server.ts';
+import { secureServing } from '../shared/serving/secure-serving.ts';
+import { parseBindAddress, startObservabilityServer } from '../shared/serving/server.ts';
 import { VERSION } from '../version.ts';
 import {
   atLeast,

@@ -13,7 +13,7 @@ import type { OwnershipGraph } from '../graph/graph.ts';
 import type { VirtualDeleteEvent } from '../graph/propagator.ts';
 import type { Logger } from '../log.ts';
 import type { ClassifiedOwner, DeletionPropagation } from './decide.ts';
-import type { EventRecorder } from './events.ts';
+import type { EventRecorder } from '../shared/events.ts';
 import type { GcApi } from './operations.ts';
 import type { CollectionSlis } from './slis.ts';
 

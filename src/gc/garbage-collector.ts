@@ -30,9 +30,9 @@ import {
   type GcMetricsHooks,
 } from './context.ts';
 import { attemptToOrphan, DEFAULT_ORPHAN_WATCH_WAIT_MS } from './attempt-to-orphan.ts';
-import { apiEventRecorder } from './events.ts';
-import type { WriteTenure } from '../leader/lease.ts';
-import { GcApi, NotLeaderError } from './operations.ts';
+import { apiEventRecorder } from '../shared/events.ts';
+import { NotLeaderError, type WriteTenure } from '../leader/lease.ts';
+import { GcApi } from './operations.ts';
 import { CollectionSlis, type BlockedEntry } from './slis.ts';
 
 export const DEFAULT_IGNORED_RESOURCES = ['events', 'events.events.k8s.io'];

@@ -18,11 +18,9 @@ import {
   type ResourceInfo,
 } from '../api/resources.ts';
 import { decodeMetadataList } from '../informers/metadata-informer.ts';
-import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
+import { NotLeaderError, tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
 import type { Logger } from '../log.ts';
 import { removalByUidIsExact, withoutReferences, type DeletionPropagation } from './decide.ts';
-
-export class NotLeaderError extends Error {}
 
 /**
  * A write's decision no longer holds, found right before the write would go

@@ -16,7 +16,7 @@ import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { silentLogger } from '../log.ts';
 import { selfSignedCert } from '../../test/support/tls.ts';
-import { apiEventRecorder } from './events.ts';
+import { apiEventRecorder } from '../shared/events.ts';
 import { GcApi } from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {

@@ -10,10 +10,10 @@ import { KubeClient } from '../api/client.ts';
 import { ApiError } from '../api/errors.ts';
 import { type RequestOptions } from '../api/request.ts';
 import type { ObjectMeta, ResourceInfo } from '../api/resources.ts';
-import { LeaderElector } from '../leader/lease.ts';
+import { LeaderElector, NotLeaderError } from '../leader/lease.ts';
 import { silentLogger } from '../log.ts';
-import { apiEventRecorder } from './events.ts';
-import { GcApi, NotLeaderError, StaleDecisionError } from './operations.ts';
+import { apiEventRecorder } from '../shared/events.ts';
+import { GcApi, StaleDecisionError } from './operations.ts';
 
 const CONFIGMAPS: ResourceInfo = {
   group: '',

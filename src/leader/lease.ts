@@ -62,6 +62,9 @@ export function tenureRequestOptions(tenure: WriteTenure | undefined): {
   return { ...(signal ? { signal } : {}), timeoutMs: Math.max(1, tenure.writeTimeoutMs) };
 }
 
+/** A write refused because this replica is not (or no longer) the leader: not a failure of the write. */
+export class NotLeaderError extends Error {}
+
 export interface WriteTenure {
   /**
    * Aborts when this replica's right to write ends; every write in flight

@@ -4,7 +4,7 @@
 // effort: without API access they are only logged.
 import { type KubeClient } from '../api/client.ts';
 import { isNotFound } from '../api/errors.ts';
-import { apiEventRecorder, type EventRecorder } from '../gc/events.ts';
+import { apiEventRecorder, type EventRecorder } from '../shared/events.ts';
 import type { Logger } from '../log.ts';
 
 export type NodeEventReason =

@@ -5,7 +5,7 @@
 // process's: restarting would re-list everything and reopen the initial-sync
 // window on every replica, and fix nothing. It is reported by the
 // kubegc_watch_stalled metric, a Warning event and a line in /readyz.
-import type { Check } from './server.ts';
+import type { Check } from '../shared/serving/server.ts';
 
 export interface ProbeState {
   /** The initial sync finished (or timed out): the graph is warm. */

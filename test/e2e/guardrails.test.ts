@@ -10,7 +10,7 @@ import { readAuditLog } from '../../soak/lib/audit.ts';
 import { KubeClient } from '../../src/api/client.ts';
 import { ApiError } from '../../src/api/errors.ts';
 import { loadKubeConfig } from '../../src/api/kubeconfig.ts';
-import { apiEventRecorder, type Regarding } from '../../src/gc/events.ts';
+import { apiEventRecorder, type Regarding } from '../../src/shared/events.ts';
 import { createLogger } from '../../src/log.ts';
 import { kubegcKubeConfig, waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
@@ -594,7 +594,7 @@ async function withLimitedKubegc(
 
 // deploy/node/rbac.yaml and kubegc-node-guardrails: the node DaemonSet's token
 // creates Events about its Node in `default`, and nothing else. Written with
-// kubegc's own API client, Events shaped as src/gc/events.ts shapes them, as
+// kubegc's own API client, Events shaped as src/shared/events.ts shapes them, as
 // server dry runs: they pass RBAC and admission as the real write would, and
 // leave nothing behind.
 describe("the node DaemonSet's token, directly", () => {
@@ -606,7 +606,7 @@ describe("the node DaemonSet's token, directly", () => {
   const client = async (kubeconfig: string): Promise<KubeClient> =>
     KubeClient.create(await loadKubeConfig(kubeconfig), { userAgent: 'kubegc-e2e guardrails' });
 
-  /** An Event as src/gc/events.ts writes it. */
+  /** An Event as src/shared/events.ts writes it. */
   const event = (namespace: string, regarding: Regarding, reportingController = 'kubegc') => ({
     apiVersion: 'events.k8s.io/v1',
     kind: 'Event',

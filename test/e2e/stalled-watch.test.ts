@@ -8,7 +8,7 @@ import { controllerProbes } from '../../src/observability/probes.ts';
 import {
   startObservabilityServer,
   type ObservabilityServer,
-} from '../../src/observability/server.ts';
+} from '../../src/shared/serving/server.ts';
 import { waitFor } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
 import { httpGet as get } from '../support/http.ts';

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { Registry, Counter } from 'prom-client';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../log.ts';
 import type { AuthOutcome } from './delegated-auth.ts';
 import {
   sharedPortProblem,

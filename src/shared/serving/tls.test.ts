@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { createLogger, silentLogger } from '../log.ts';
+import { createLogger, silentLogger } from '../../log.ts';
 import { generateSelfSignedCertificate, servingCertificate } from './tls.ts';
 
 const hosts = ['localhost', 'kubegc-metrics.kube-system.svc'];

@@ -3,8 +3,7 @@
 import os from 'node:os';
 import type { KubeClient } from '../api/client.ts';
 import type { Logger } from '../log.ts';
-import { tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
-import { NotLeaderError } from './operations.ts';
+import { NotLeaderError, tenureRequestOptions, type WriteTenure } from '../leader/lease.ts';
 
 export interface Regarding {
   apiVersion: string;

@@ -12,8 +12,8 @@ import type http from 'node:http';
 import https from 'node:https';
 import type tls from 'node:tls';
 import type { Registry } from 'prom-client';
-import { httpModule } from '../api/node-http.ts';
-import type { Logger } from '../log.ts';
+import { httpModule } from '../../api/node-http.ts';
+import type { Logger } from '../../log.ts';
 import type { AuthOutcome } from './delegated-auth.ts';
 
 export interface Check {

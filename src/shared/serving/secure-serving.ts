@@ -2,8 +2,8 @@
 // certificate (files, reloaded on change, or self-signed in memory) and
 // delegated authentication/authorization through the API server.
 import os from 'node:os';
-import type { KubeClient } from '../api/client.ts';
-import type { Logger } from '../log.ts';
+import type { KubeClient } from '../../api/client.ts';
+import type { Logger } from '../../log.ts';
 import { apiServerReviews, DelegatedAuth } from './delegated-auth.ts';
 import type { SecureServing } from './server.ts';
 import { servingCertificate } from './tls.ts';

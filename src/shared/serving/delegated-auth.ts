@@ -7,7 +7,7 @@
 // in bounded LRU maps, keyed by a hash: a flood of random tokens costs API
 // calls, not memory, and the tokens themselves are never kept.
 import { createHash } from 'node:crypto';
-import type { KubeClient } from '../api/client.ts';
+import type { KubeClient } from '../../api/client.ts';
 
 export interface ReviewedUser {
   username: string;

@@ -8,7 +8,7 @@ import { promises as fsp } from 'node:fs';
 import type https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../log.ts';
 
 // ---------------------------------------------------------------------------
 // A minimal DER encoder: only what one X.509 v3 certificate needs.

@@ -1,8 +1,8 @@
 // Flags every long-running kubegc mode shares, defined once.
-import { LEVELS, type Level } from '../log.ts';
+import { createLogger, LEVELS, type Level, type Logger } from '../log.ts';
 import { MAX_TIMER_MS } from '../timers.ts';
 import { parseBindAddress, sharedPortProblem } from '../shared/serving/server.ts';
-import type { FlagSpec, FlagSpecs, FlagValues } from './flags.ts';
+import { parseFlags, UsageError, type FlagSpec, type FlagSpecs, type FlagValues } from './flags.ts';
 import type { SecureServingOptions } from '../shared/serving/secure-serving.ts';
 
 export const atLeast =
@@ -136,3 +136,34 @@ export const KUBECONFIG_FLAG = {
   kind: 'string',
   help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',
 } satisfies FlagSpec;
+
+/** The flags every long-running subcommand has (its table spreads these in). */
+type DaemonFlagSpecs = typeof SECURE_SERVING_FLAGS & {
+  help: typeof HELP_FLAG;
+  'log-level': typeof LOG_LEVEL_FLAG;
+  'metrics-bind-address': ReturnType<typeof METRICS_BIND_ADDRESS_FLAG>;
+  'health-probe-bind-address': typeof HEALTH_PROBE_BIND_ADDRESS_FLAG;
+};
+
+/**
+ * How `kubegc controller` and `kubegc node` begin: their flags parsed,
+ * `--help` answered (undefined: the usage was printed), no arguments, the
+ * serving flags checked together, and the logger at `--log-level`.
+ */
+export function daemonStart<S extends FlagSpecs & DaemonFlagSpecs>(
+  command: string,
+  argv: string[],
+  specs: S,
+  usage: string,
+): { flags: FlagValues<S>; log: Logger } | undefined {
+  const { flags, args } = parseFlags(argv, specs);
+  if (flags.help) {
+    console.log(usage);
+    return undefined;
+  }
+  if (args.length > 0)
+    throw new UsageError(`unexpected argument "${args[0]}" (see kubegc ${command} --help)`);
+  const servingProblem = servingFlagProblems(flags);
+  if (servingProblem) throw new UsageError(servingProblem);
+  return { flags, log: createLogger(flags['log-level'] as Level) };
+}

@@ -8,7 +8,6 @@ import {
   DEFAULT_IGNORED_RESOURCES,
   GarbageCollector,
 } from '../gc/garbage-collector.ts';
-import { createLogger, type Level } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { LeaderElector } from '../leader/lease.ts';
 import { debugGraphHandler } from '../observability/debug-graph.ts';
@@ -24,10 +23,10 @@ import {
   METRICS_BIND_ADDRESS_FLAG,
   SECURE_SERVING_FLAGS,
   secureServingOptions,
-  servingFlagProblems,
+  daemonStart,
   timerDuration,
 } from './common-flags.ts';
-import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
+import { formatFlags, UsageError, type FlagSpecs } from './flags.ts';
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
@@ -157,16 +156,9 @@ flags:
 ${formatFlags(CONTROLLER_FLAGS)}`;
 
 export async function controllerCommand(argv: string[]): Promise<number> {
-  const { flags, args } = parseFlags(argv, CONTROLLER_FLAGS);
-  if (flags.help) {
-    console.log(CONTROLLER_USAGE);
-    return 0;
-  }
-  if (args.length > 0)
-    throw new UsageError(`unexpected argument "${args[0]}" (see kubegc controller --help)`);
-  const servingProblem = servingFlagProblems(flags);
-  if (servingProblem) throw new UsageError(servingProblem);
-  const log = createLogger(flags['log-level'] as Level);
+  const start = daemonStart('controller', argv, CONTROLLER_FLAGS, CONTROLLER_USAGE);
+  if (!start) return 0;
+  const { flags, log } = start;
   let kc;
   try {
     kc = await loadKubeConfig(flags.kubeconfig);

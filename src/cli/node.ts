@@ -4,7 +4,7 @@ import os from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
 import { inClusterConfig, SA_DIR, type KubeConfigLike } from '../api/kubeconfig.ts';
-import { createLogger, type Level, type Logger } from '../log.ts';
+import type { Logger } from '../log.ts';
 import { ContainerGarbageCollector } from '../node/container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
 import { ImageGarbageCollector } from '../node/image-gc.ts';
@@ -43,10 +43,10 @@ import {
   METRICS_BIND_ADDRESS_FLAG,
   SECURE_SERVING_FLAGS,
   secureServingOptions,
-  servingFlagProblems,
+  daemonStart,
   timerDuration,
 } from './common-flags.ts';
-import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
+import { formatFlags, UsageError, type FlagSpecs } from './flags.ts';
 
 const minutes = (ms: number): string => `${ms / 60_000}m`;
 
@@ -249,15 +249,9 @@ async function apiClient(
 }
 
 export async function nodeCommand(argv: string[]): Promise<number> {
-  const { flags, args } = parseFlags(argv, NODE_FLAGS);
-  if (flags.help) {
-    console.log(NODE_USAGE);
-    return 0;
-  }
-  if (args.length > 0)
-    throw new UsageError(`unexpected argument "${args[0]}" (see kubegc node --help)`);
-  const servingProblem = servingFlagProblems(flags);
-  if (servingProblem) throw new UsageError(servingProblem);
+  const start = daemonStart('node', argv, NODE_FLAGS, NODE_USAGE);
+  if (!start) return 0;
+  const { flags, log } = start;
   const imagePolicy = {
     highThresholdPercent: flags['image-gc-high-threshold'],
     lowThresholdPercent: flags['image-gc-low-threshold'],
@@ -280,7 +274,6 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   );
   const dryRun = flags['dry-run'];
   const once = flags.once;
-  const log = createLogger(flags['log-level'] as Level);
   const pinnedImages = flags['pinned-images'];
   // Globs are checked by trying typical expansions, which can miss: a warning, not a refusal.
   for (const problem of pinnedImages.map(imagePatternProblem))

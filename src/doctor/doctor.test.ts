@@ -207,12 +207,39 @@ class FakeApi {
   }
 }
 
+/**
+ * Every report these tests make, as JSON and as text, against the golden
+ * files in testdata/golden/ (one per report): the analysis may be
+ * restructured, its output stays byte for byte what it was (docs/doctor.md's
+ * schema). UPDATE_GOLDEN=1 rewrites them, for a change meant to alter the output.
+ */
+const GOLDEN_DIR = path.join(import.meta.dirname, 'testdata', 'golden');
+const reportsInTest = new Map<string, number>();
+async function golden(r: Report): Promise<void> {
+  const test = expect.getState().currentTestName ?? 'outside a test';
+  const n = (reportsInTest.get(test) ?? 0) + 1;
+  reportsInTest.set(test, n);
+  const slug = test
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '')
+    .slice(0, 100);
+  const file = path.join(GOLDEN_DIR, `${slug}-${n}.txt`);
+  const text = `${JSON.stringify(r, null, 2)}\n\n${renderText(r)}\n`;
+  if (process.env.UPDATE_GOLDEN === '1') {
+    await fs.mkdir(GOLDEN_DIR, { recursive: true });
+    await fs.writeFile(file, text);
+  } else expect(text).toBe(await fs.readFile(file, 'utf8'));
+}
+
 async function run(
   api: FakeApi,
   o: ScanOptions & { olderThanSeconds?: number } = {},
 ): Promise<Report> {
   const s = await scan(api, { now: () => NOW, ...o });
-  return analyze(s, { now: NOW, olderThanSeconds: o.olderThanSeconds });
+  const r = analyze(s, { now: NOW, olderThanSeconds: o.olderThanSeconds });
+  await golden(r);
+  return r;
 }
 
 function only<K extends Finding['kind']>(r: Report, kind: K): Extract<Finding, { kind: K }>[] {

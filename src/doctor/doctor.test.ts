@@ -10,6 +10,8 @@ import { collectionPath, type ResourceInfo } from '../api/resources.ts';
 import { doctorCommand } from '../cli/doctor.ts';
 import { UsageError } from '../cli/flags.ts';
 import {
+  FINDING_KINDS,
+  RULES,
   analyze,
   exitCode,
   type BlockingCycle,
@@ -21,6 +23,7 @@ import {
   type TerminatingNamespace,
   type UnresolvableOwnerKind,
 } from './analyze.ts';
+import { buildIndex } from './index.ts';
 import { renderText } from './render.ts';
 import type { ItemMeta } from './snapshot.ts';
 import { ScanError, scan, type ScanOptions } from './scan.ts';
@@ -743,30 +746,35 @@ describe('the scan', () => {
   });
 });
 
+/** One finding of every kind. */
+function oneOfEachKind(api: FakeApi): void {
+  const owner = api.add(R.configmaps, 'owner', {
+    deletingAgo: 50,
+    finalizers: ['foregroundDeletion'],
+  });
+  api.add(R.configmaps, 'holder', {
+    deletingAgo: 40,
+    finalizers: [HOLD],
+    owners: [{ owner, block: true }],
+  });
+  api.namespace('gone', { deletingAgo: 30, status: { phase: 'Terminating' } });
+  const ghost = { apiVersion: 'v1', kind: 'ConfigMap', name: 'ghost', uid: 'uid-gone' };
+  api.add(R.configmaps, 'leak', { owners: [{ owner: ghost }] });
+  api.namespace('other');
+  const elsewhere = api.add(R.configmaps, 'elsewhere', { namespace: 'other' });
+  api.add(R.configmaps, 'cross', { owners: [{ owner: elsewhere }] });
+  api.add(R.configmaps, 'nothing', {
+    owners: [{ owner: { apiVersion: 'no.pe/v1', kind: 'Nope', name: 'n', uid: 'u' } }],
+  });
+  const a = api.add(R.configmaps, 'cyc-a');
+  const b = api.add(R.configmaps, 'cyc-b', { owners: [{ owner: a, block: true }] });
+  api.own(a, b);
+}
+
 describe('the report', () => {
   const KEYS = ['kind', 'object', 'since', 'ageSeconds', 'sinceBasis', 'reason', 'detail'];
   test('JSON schema: the keys of the report and of every finding kind are stable', async () => {
-    const owner = api.add(R.configmaps, 'owner', {
-      deletingAgo: 50,
-      finalizers: ['foregroundDeletion'],
-    });
-    api.add(R.configmaps, 'holder', {
-      deletingAgo: 40,
-      finalizers: [HOLD],
-      owners: [{ owner, block: true }],
-    });
-    api.namespace('gone', { deletingAgo: 30, status: { phase: 'Terminating' } });
-    const ghost = { apiVersion: 'v1', kind: 'ConfigMap', name: 'ghost', uid: 'uid-gone' };
-    api.add(R.configmaps, 'leak', { owners: [{ owner: ghost }] });
-    api.namespace('other');
-    const elsewhere = api.add(R.configmaps, 'elsewhere', { namespace: 'other' });
-    api.add(R.configmaps, 'cross', { owners: [{ owner: elsewhere }] });
-    api.add(R.configmaps, 'nothing', {
-      owners: [{ owner: { apiVersion: 'no.pe/v1', kind: 'Nope', name: 'n', uid: 'u' } }],
-    });
-    const a = api.add(R.configmaps, 'cyc-a');
-    const b = api.add(R.configmaps, 'cyc-b', { owners: [{ owner: a, block: true }] });
-    api.own(a, b);
+    oneOfEachKind(api);
     const r = JSON.parse(JSON.stringify(await run(api))) as Record<string, unknown> & Report;
     expect(Object.keys(r)).toEqual([
       'schemaVersion',
@@ -872,6 +880,22 @@ describe('the report', () => {
     expect(renderText(clean)).toMatch(/^No findings \(cluster-wide; /);
     api.add(R.configmaps, 'stuck', { deletingAgo: 1, finalizers: [HOLD] });
     expect(exitCode(await run(api))).toBe(1);
+  });
+});
+
+describe('each rule alone', () => {
+  test('over the index, each rule makes the findings of its kind and no other, as analyze reports them', async () => {
+    oneOfEachKind(api);
+    const snapshot = await scan(api, { now: () => NOW });
+    const report = analyze(snapshot, { now: NOW });
+    for (const kind of FINDING_KINDS) {
+      const alone = RULES[kind](buildIndex(snapshot, NOW));
+      expect(alone.length).toBeGreaterThan(0);
+      expect(alone.every((f) => f.kind === kind)).toBe(true);
+      expect(JSON.stringify(alone)).toBe(
+        JSON.stringify(report.findings.filter((f) => f.kind === kind)),
+      );
+    }
   });
 });
 

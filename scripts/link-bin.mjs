@@ -1,5 +1,6 @@
-// `npm ci` (prepare): links node_modules/.bin/kubegc to dist/cli.js, so that
-// `npx kubegc …` runs the built CLI straight from the project's own .bin.
+// `npm ci` (prepare): links node_modules/.bin/kubegc and kubectl-gc to
+// dist/cli.js, so that `npx kubegc …` runs the built CLI straight from the
+// project's own .bin, and kubectl finds its `gc` plugin with that directory on PATH.
 // package.json has no `bin` on purpose: with one, npx "self-executes" the
 // project by installing it into its cache first, and that install prints npm's
 // EBADENGINE warning (twice) whenever npm itself runs on an older Node.js than
@@ -12,5 +13,9 @@ import { URL, fileURLToPath } from 'node:url';
 
 const bin = fileURLToPath(new URL('../node_modules/.bin/', import.meta.url));
 fs.mkdirSync(bin, { recursive: true });
-fs.rmSync(path.join(bin, 'kubegc'), { force: true });
-fs.symlinkSync(path.join('..', '..', 'dist', 'cli.js'), path.join(bin, 'kubegc'));
+// kubectl-gc: the same program as the kubectl plugin (`kubectl gc doctor`,
+// `kubectl gc explain`; src/cli/kubectl-plugin.ts), found by kubectl on PATH.
+for (const name of ['kubegc', 'kubectl-gc']) {
+  fs.rmSync(path.join(bin, name), { force: true });
+  fs.symlinkSync(path.join('..', '..', 'dist', 'cli.js'), path.join(bin, name));
+}

@@ -132,10 +132,12 @@ export function inClusterConfig(
  * use what NativeKubeConfig supports; undefined when client-node must read it.
  * Relative paths are relative to the file, as client-go resolves them.
  */
-export function nativeFromFile(file: string): NativeKubeConfig | undefined {
+export function nativeFromFile(file: string, context?: string): NativeKubeConfig | undefined {
   const doc = parseYaml(fs.readFileSync(file, 'utf8')) as Document | null;
   if (!doc || typeof doc !== 'object') throw new Error(`${file} is not a kubeconfig`);
-  const ctx = doc.contexts?.find((c) => c.name === doc['current-context'])?.context;
+  const name = context ?? doc['current-context'];
+  const ctx = doc.contexts?.find((c) => c.name === name)?.context;
+  if (context !== undefined && !ctx) throw new Error(`context "${context}" not found in ${file}`);
   if (!ctx) return undefined; // client-node gives the error (or its own defaults)
   const cluster = doc.clusters?.find((c) => c.name === ctx.cluster)?.cluster;
   const user = doc.users?.find((u) => u.name === ctx.user)?.user ?? {};
@@ -159,31 +161,43 @@ export function nativeFromFile(file: string): NativeKubeConfig | undefined {
 }
 
 /** client-node's KubeConfig, imported now, for what the native reader does not cover. */
-async function clientNodeConfig(file: string | undefined): Promise<KubeConfigLike> {
+async function clientNodeConfig(
+  file: string | undefined,
+  context: string | undefined,
+): Promise<KubeConfigLike> {
   const k8s = await import('@kubernetes/client-node');
   const kc = new k8s.KubeConfig();
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
+  if (context !== undefined) {
+    if (!kc.getContextObject(context))
+      throw new Error(`context "${context}" not found${file ? ` in ${file}` : ''}`);
+    kc.setCurrentContext(context);
+  }
   return kc;
 }
 
 /**
  * kubectl's order: the given file, else $KUBECONFIG, else ~/.kube/config,
- * else the pod's service account.
+ * else the pod's service account; its current context, or `context`
+ * (kubectl's --context), which must exist.
  */
-export async function loadKubeConfig(file?: string): Promise<KubeConfigLike> {
+export async function loadKubeConfig(file?: string, context?: string): Promise<KubeConfigLike> {
   let kc: KubeConfigLike | undefined;
   try {
-    if (file) kc = nativeFromFile(file) ?? (await clientNodeConfig(file));
+    if (file) kc = nativeFromFile(file, context) ?? (await clientNodeConfig(file, context));
     else {
       const env = process.env.KUBECONFIG;
       const home = path.join(os.homedir(), '.kube', 'config');
       if (env && !env.includes(path.delimiter) && fs.existsSync(env))
-        kc = nativeFromFile(env) ?? (await clientNodeConfig(undefined));
+        kc = nativeFromFile(env, context) ?? (await clientNodeConfig(undefined, context));
       else if (env)
-        kc = await clientNodeConfig(undefined); // several files to merge
-      else if (fs.existsSync(home)) kc = nativeFromFile(home) ?? (await clientNodeConfig(home));
-      else kc = inClusterConfig() ?? (await clientNodeConfig(undefined));
+        kc = await clientNodeConfig(undefined, context); // several files to merge
+      else if (fs.existsSync(home))
+        kc = nativeFromFile(home, context) ?? (await clientNodeConfig(home, context));
+      else if (context !== undefined)
+        throw new Error(`context "${context}" given, but no kubeconfig was found`);
+      else kc = inClusterConfig() ?? (await clientNodeConfig(undefined, undefined));
     }
   } catch (err) {
     throw new Error(`cannot load kubeconfig${file ? ` ${file}` : ''}: ${(err as Error).message}`);

@@ -132,6 +132,11 @@ export const OUTPUT_FLAG = {
   validate: (v) => (v === 'text' || v === 'json' ? undefined : 'must be text or json'),
 } satisfies FlagSpec;
 
+export const CONTEXT_FLAG = {
+  kind: 'string',
+  help: "the kubeconfig context to use (kubectl's --context; default: the current context)",
+} satisfies FlagSpec;
+
 export const KUBECONFIG_FLAG = {
   kind: 'string',
   help: 'kubeconfig file (else $KUBECONFIG, ~/.kube/config, in-cluster)',

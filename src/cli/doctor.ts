@@ -10,7 +10,7 @@ import { readGcMetrics, type GcView } from '../doctor/gc-metrics.ts';
 import { renderText } from '../doctor/render.ts';
 import { ScanError, scan } from '../doctor/scan.ts';
 import { VERSION } from '../version.ts';
-import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
+import { CONTEXT_FLAG, KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs, type FlagValues } from './flags.ts';
 
 export const EXIT_SCAN_INCOMPLETE = 3;
@@ -28,6 +28,7 @@ export const DOCTOR_FLAGS = {
   },
   output: OUTPUT_FLAG,
   kubeconfig: KUBECONFIG_FLAG,
+  context: CONTEXT_FLAG,
   'gc-metrics': {
     kind: 'string',
     help: "also read a running kubegc controller's /metrics at this URL (e.g. https://127.0.0.1:8443/metrics through kubectl port-forward) and show its work queues by lane: the user's work waiting, the housekeeping backlog",
@@ -132,7 +133,7 @@ export async function doctorCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--namespace: "${namespace}" is not a valid namespace name`);
   let kc;
   try {
-    kc = await loadKubeConfig(flags.kubeconfig);
+    kc = await loadKubeConfig(flags.kubeconfig, flags.context);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

@@ -2,7 +2,7 @@
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
 import { ExplainError, explain, renderExplanation } from '../explain/explain.ts';
 import { VERSION } from '../version.ts';
-import { KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
+import { CONTEXT_FLAG, KUBECONFIG_FLAG, OUTPUT_FLAG } from './common-flags.ts';
 import { formatFlags, parseFlags, UsageError, type FlagSpecs } from './flags.ts';
 
 export const EXPLAIN_FLAGS = {
@@ -13,6 +13,7 @@ export const EXPLAIN_FLAGS = {
   },
   output: OUTPUT_FLAG,
   kubeconfig: KUBECONFIG_FLAG,
+  context: CONTEXT_FLAG,
   help: { kind: 'bool', help: 'show this help' },
 } satisfies FlagSpecs;
 
@@ -44,7 +45,7 @@ export async function explainCommand(argv: string[]): Promise<number> {
     throw new UsageError(`"${target}" is not RESOURCE/NAME (e.g. deployment/web)`);
   let kc;
   try {
-    kc = await loadKubeConfig(flags.kubeconfig);
+    kc = await loadKubeConfig(flags.kubeconfig, flags.context);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

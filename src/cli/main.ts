@@ -3,6 +3,7 @@
 // Loaded by src/cli.ts once the Node.js version is known to be good.
 import { VERSION } from '../version.ts';
 import { UsageError } from './flags.ts';
+import { runKubectlPlugin, startedAsKubectlPlugin } from './kubectl-plugin.ts';
 
 type Command = (argv: string[]) => Promise<number>;
 
@@ -56,16 +57,20 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 export function main(): void {
-  run(process.argv.slice(2)).then(
+  const plugin = startedAsKubectlPlugin(process.argv[1]);
+  const name = plugin ? 'kubectl gc' : 'kubegc';
+  (plugin ? runKubectlPlugin : run)(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
     },
     (err: unknown) => {
       if (err instanceof UsageError) {
-        console.error(`kubegc: ${err.message}`);
+        console.error(`${name}: ${err.message}`);
         process.exitCode = 2;
       } else {
-        console.error(`kubegc: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        console.error(
+          `${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+        );
         process.exitCode = 1;
       }
     },

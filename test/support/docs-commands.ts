@@ -187,6 +187,23 @@ const OVERLAY = 'test/e2e/deploy-overlay/kustomization.yaml';
 
 export const PROVEN_ELSEWHERE: readonly ProvenElsewhere[] = [
   {
+    command: 'export PATH="$PWD/node_modules/.bin:$PATH"',
+    proofs: [{ file: 'test/e2e/kubectl-plugin.test.ts', words: ['node_modules/.bin', 'PATH'] }],
+    why: "the plugin's e2e test runs the real kubectl with the project's .bin first on PATH",
+  },
+  {
+    command: 'kubectl gc doctor --context prod --older-than 1h',
+    proofs: [{ file: 'test/e2e/kubectl-plugin.test.ts', words: ['gc', 'doctor', '--context'] }],
+    why: 'the e2e cluster has no context named prod: the test runs `kubectl gc doctor` with --context on a kubeconfig of two contexts',
+  },
+  {
+    command: 'kubectl gc explain deployment/web -n shop -o json',
+    proofs: [
+      { file: 'test/e2e/kubectl-plugin.test.ts', words: ['gc', 'explain', '-n', '-o', 'json'] },
+    ],
+    why: 'there is no deployment web in namespace shop: the test runs `kubectl gc explain` with -n and -o json on its own object',
+  },
+  {
     command: 'npm ci && npm run demo',
     proofs: [
       { file: '.ci/run', words: ['npm ci'] },

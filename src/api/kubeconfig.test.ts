@@ -145,3 +145,25 @@ test('a missing or malformed file: a clear error naming it', async () => {
 function fail(why: string): never {
   throw new Error(why);
 }
+
+test('--context: the named context instead of the current one, natively and through client-node; a missing one is named', async () => {
+  const file = write('contexts', { token: 'abc' });
+  // The file's "other" context names a cluster and user it does not have:
+  // not readable natively, so client-node answers (with no cluster).
+  expect((await loadKubeConfig(file, 'ctx')).getCurrentCluster()?.server).toBe(
+    'https://127.0.0.1:6443',
+  );
+  await expect(loadKubeConfig(file, 'other')).rejects.toThrow(/no current cluster/);
+  await expect(loadKubeConfig(file, 'nope')).rejects.toThrow(`context "nope" not found in ${file}`);
+  const exec = write('exec-contexts', {
+    exec: {
+      apiVersion: 'client.authentication.k8s.io/v1',
+      command: 'true',
+      interactiveMode: 'Never',
+    },
+  });
+  expect((await loadKubeConfig(exec, 'ctx')).getCurrentCluster()?.server).toBe(
+    'https://127.0.0.1:6443',
+  );
+  await expect(loadKubeConfig(exec, 'nope')).rejects.toThrow(`context "nope" not found in ${exec}`);
+});

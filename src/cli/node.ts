@@ -13,10 +13,11 @@ import {
   DEFAULT_IMAGE_GC_POLICY,
   imageGcDisabled,
   validateImageGcPolicy,
+  type ImageGcPolicy,
 } from '../node/image-gc-policy.ts';
-import { createNodeMetrics } from '../node/metrics.ts';
+import { createNodeMetrics, type NodeMetrics } from '../node/metrics.ts';
 import { NodeGc } from '../node/node-gc.ts';
-import { apiNodeEvents, noNodeEvents } from '../node/node-events.ts';
+import { apiNodeEvents, noNodeEvents, type NodeEvents } from '../node/node-events.ts';
 import {
   apiPodLister,
   NODE_NAME_FIX,
@@ -46,7 +47,7 @@ import {
   daemonStart,
   timerDuration,
 } from './common-flags.ts';
-import { formatFlags, UsageError, type FlagSpecs } from './flags.ts';
+import { formatFlags, UsageError, type FlagSpecs, type FlagValues } from './flags.ts';
 
 const minutes = (ms: number): string => `${ms / 60_000}m`;
 
@@ -248,10 +249,14 @@ async function apiClient(
   return KubeClient.create(kc, { userAgent: `kubegc/${VERSION} node`, requestTimeoutMs });
 }
 
-export async function nodeCommand(argv: string[]): Promise<number> {
-  const start = daemonStart('node', argv, NODE_FLAGS, NODE_USAGE);
-  if (!start) return 0;
-  const { flags, log } = start;
+type NodeFlags = FlagValues<typeof NODE_FLAGS>;
+
+/** The image GC policy and the eviction thresholds of the flags, checked together. */
+function nodePolicies(flags: NodeFlags): {
+  imagePolicy: ImageGcPolicy;
+  eviction: ReturnType<typeof parseEvictionHard>;
+  margin: ThresholdValue;
+} {
   const imagePolicy = {
     highThresholdPercent: flags['image-gc-high-threshold'],
     lowThresholdPercent: flags['image-gc-low-threshold'],
@@ -260,23 +265,113 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   };
   const problems = validateImageGcPolicy(imagePolicy);
   if (problems.length > 0) throw new UsageError(problems.join('; '));
-  let eviction: ReturnType<typeof parseEvictionHard>;
-  let margin: ThresholdValue;
   try {
-    eviction = parseEvictionHard(flags['eviction-hard']);
-    margin = parseReclaimMargin(flags['eviction-reclaim-margin']);
+    return {
+      imagePolicy,
+      eviction: parseEvictionHard(flags['eviction-hard']),
+      margin: parseReclaimMargin(flags['eviction-reclaim-margin']),
+    };
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const nodeNameFlag = flags['node-name'];
-  const { nodeName, nameFrom } = resolveNodeName(
-    typeof nodeNameFlag === 'string' ? nodeNameFlag : undefined,
+}
+
+/** What every pass shares: the runtime, the API (if any), the log, the metrics, the Events. */
+interface NodeDeps {
+  runtime: RuntimeConnection;
+  pods: PodListGate | undefined;
+  nodeName: string;
+  log: Logger;
+  metrics: NodeMetrics;
+  events: NodeEvents;
+}
+
+function imageCollector(
+  flags: NodeFlags,
+  imagePolicy: ImageGcPolicy,
+  d: NodeDeps,
+): ImageGarbageCollector {
+  return new ImageGarbageCollector(
+    d.runtime,
+    {
+      policy: imagePolicy,
+      pinnedImages: flags['pinned-images'],
+      sandboxImage: flags['pod-infra-container-image'] || undefined,
+      maxRemovalsPerRun: flags['max-removals-per-run'],
+      stateFile: flags['state-file'],
+      dryRun: flags['dry-run'],
+      ...(d.pods ? { pods: d.pods } : {}),
+    },
+    d.log,
+    d.metrics,
+    d.events,
   );
+}
+
+function containerCollector(flags: NodeFlags, d: NodeDeps): ContainerGarbageCollector {
+  return new ContainerGarbageCollector(
+    d.runtime,
+    {
+      policy: {
+        minAgeMs: flags['minimum-container-ttl-duration'],
+        maxPerPodContainer: flags['maximum-dead-containers-per-container'],
+        maxContainers: flags['maximum-dead-containers'],
+      },
+      podLogsDir: flags['pod-logs-dir'],
+      containerLogsDir: flags['container-logs-dir'],
+      dryRun: flags['dry-run'],
+      ...(d.pods ? { pods: d.pods } : {}),
+      nodeName: d.nodeName,
+    },
+    d.log,
+    d.metrics,
+    d.events,
+  );
+}
+
+/** The pressure reclaim, unless --eviction-hard is empty or --pressure-check-period 0. */
+async function pressureMonitor(
+  flags: NodeFlags,
+  eviction: ReturnType<typeof parseEvictionHard>,
+  margin: ThresholdValue,
+  d: NodeDeps,
+): Promise<PressureMonitor | undefined> {
+  const on = eviction.thresholds.length > 0 && flags['pressure-check-period'] > 0;
+  // Checked before any pass: --once would otherwise run both and fail only at the pressure check.
+  const rootProblem = on && (await rootDirProblem(flags['root-dir']));
+  if (rootProblem) throw new UsageError(rootProblem);
+  if (eviction.ignored.length)
+    d.log.info(
+      'eviction signals kubegc does not act on (it reclaims disk; containerfs is derived from nodefs or imagefs, as on the kubelet)',
+      {
+        signals: eviction.ignored,
+      },
+    );
+  if (!on) return undefined;
+  return new PressureMonitor(
+    d.runtime,
+    {
+      thresholds: eviction.thresholds,
+      margin,
+      rootDir: flags['root-dir'],
+      dryRun: flags['dry-run'],
+    },
+    d.log,
+    d.metrics,
+    d.events,
+  );
+}
+
+export async function nodeCommand(argv: string[]): Promise<number> {
+  const start = daemonStart('node', argv, NODE_FLAGS, NODE_USAGE);
+  if (!start) return 0;
+  const { flags, log } = start;
+  const { imagePolicy, eviction, margin } = nodePolicies(flags);
+  const { nodeName, nameFrom } = resolveNodeName(flags['node-name']);
   const dryRun = flags['dry-run'];
   const once = flags.once;
-  const pinnedImages = flags['pinned-images'];
   // Globs are checked by trying typical expansions, which can miss: a warning, not a refusal.
-  for (const problem of pinnedImages.map(imagePatternProblem))
+  for (const problem of flags['pinned-images'].map(imagePatternProblem))
     if (problem) log.warn(`--pinned-images: ${problem.message}`);
 
   const registry = new Registry();
@@ -297,83 +392,29 @@ export async function nodeCommand(argv: string[]): Promise<number> {
         `the node name "${nodeName}" (from ${nameFrom}) ${problem}; ${NODE_NAME_FIX}`,
       );
   }
-  const events = client ? apiNodeEvents(client, nodeName, log) : noNodeEvents;
   const runtime = new RuntimeConnection(
     flags['cri-endpoint'],
     flags['runtime-request-timeout'],
     log,
     (up) => metrics.runtimeUp.set(up ? 1 : 0),
   );
-  const pods = client ? new PodListGate(apiPodLister(client, nodeName)) : undefined;
-  const images = new ImageGarbageCollector(
+  const deps: NodeDeps = {
     runtime,
-    {
-      policy: imagePolicy,
-      pinnedImages,
-      sandboxImage: flags['pod-infra-container-image'] || undefined,
-      maxRemovalsPerRun: flags['max-removals-per-run'],
-      stateFile: flags['state-file'],
-      dryRun,
-      ...(pods ? { pods } : {}),
-    },
+    pods: client ? new PodListGate(apiPodLister(client, nodeName)) : undefined,
+    nodeName,
     log,
     metrics,
-    events,
-  );
-  const containers = new ContainerGarbageCollector(
-    runtime,
-    {
-      policy: {
-        minAgeMs: flags['minimum-container-ttl-duration'],
-        maxPerPodContainer: flags['maximum-dead-containers-per-container'],
-        maxContainers: flags['maximum-dead-containers'],
-      },
-      podLogsDir: flags['pod-logs-dir'],
-      containerLogsDir: flags['container-logs-dir'],
-      dryRun,
-      ...(pods ? { pods } : {}),
-      nodeName,
-    },
-    log,
-    metrics,
-    events,
-  );
+    events: client ? apiNodeEvents(client, nodeName, log) : noNodeEvents,
+  };
+  const pressure = await pressureMonitor(flags, eviction, margin, deps);
   const pressurePeriodMs = flags['pressure-check-period'];
-  // Checked before any pass: --once would otherwise run both and fail only at the pressure check.
-  const rootProblem =
-    eviction.thresholds.length > 0 &&
-    pressurePeriodMs > 0 &&
-    (await rootDirProblem(flags['root-dir']));
-  if (rootProblem) throw new UsageError(rootProblem);
-  const pressure =
-    eviction.thresholds.length > 0 && pressurePeriodMs > 0
-      ? new PressureMonitor(
-          runtime,
-          {
-            thresholds: eviction.thresholds,
-            margin,
-            rootDir: flags['root-dir'],
-            dryRun,
-          },
-          log,
-          metrics,
-          events,
-        )
-      : undefined;
-  if (eviction.ignored.length)
-    log.info(
-      'eviction signals kubegc does not act on (it reclaims disk; containerfs is derived from nodefs or imagefs, as on the kubelet)',
-      {
-        signals: eviction.ignored,
-      },
-    );
   const gc = new NodeGc({
     runtime,
-    images,
-    containers,
+    images: imageCollector(flags, imagePolicy, deps),
+    containers: containerCollector(flags, deps),
     log,
     metrics,
-    events,
+    events: deps.events,
     options: {
       imagePeriodMs: flags['image-gc-period'],
       containerPeriodMs: flags['container-gc-period'],
@@ -381,7 +422,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       pressurePeriodMs,
     },
     ...(pressure ? { pressure } : {}),
-    ...(pods ? { podLists: pods } : {}),
+    ...(deps.pods ? { podLists: deps.pods } : {}),
   });
   const startFields = {
     version: VERSION,

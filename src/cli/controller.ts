@@ -8,8 +8,9 @@ import {
   DEFAULT_IGNORED_RESOURCES,
   GarbageCollector,
 } from '../gc/garbage-collector.ts';
+import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
-import { LeaderElector } from '../leader/lease.ts';
+import { LeaderElector, type WriteTenure } from '../leader/lease.ts';
 import { debugGraphHandler } from '../observability/debug-graph.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { controllerProbes } from '../observability/probes.ts';
@@ -26,7 +27,7 @@ import {
   daemonStart,
   timerDuration,
 } from './common-flags.ts';
-import { formatFlags, UsageError, type FlagSpecs } from './flags.ts';
+import { formatFlags, UsageError, type FlagSpecs, type FlagValues } from './flags.ts';
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
@@ -155,6 +156,8 @@ Logs are JSON lines on stderr; one line per deletion.
 flags:
 ${formatFlags(CONTROLLER_FLAGS)}`;
 
+type ControllerFlags = FlagValues<typeof CONTROLLER_FLAGS>;
+
 export async function controllerCommand(argv: string[]): Promise<number> {
   const start = daemonStart('controller', argv, CONTROLLER_FLAGS, CONTROLLER_USAGE);
   if (!start) return 0;
@@ -165,20 +168,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const leaseDuration = flags['leader-elect-lease-duration'];
-  const renewDeadline = flags['leader-elect-renew-deadline'];
-  const retryPeriod = flags['leader-elect-retry-period'];
-  if (flags['leader-elect']) {
-    // client-go's validation of the three durations.
-    if (leaseDuration <= renewDeadline)
-      throw new UsageError(
-        '--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline',
-      );
-    if (renewDeadline <= retryPeriod * 1.2)
-      throw new UsageError(
-        '--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period',
-      );
-  }
+  const { leaseDuration, renewDeadline, retryPeriod } = leaderElectionDurations(flags);
   const metrics = createControllerMetrics();
   // This replica's identity: the Lease holder it writes as, and part of every
   // request's User-Agent so that the API server's audit log attributes each write.
@@ -198,33 +188,17 @@ export async function controllerCommand(argv: string[]): Promise<number> {
   // limiter, before each retry): with leader election, only while the last
   // renewal started less than the renew deadline ago.
   const writesAllowed = (): boolean => !stopping && (elector ? elector.mayWrite() : true);
-  const gc = new GarbageCollector(
-    client,
-    log,
-    {
-      workers: flags.workers,
-      discoveryPeriodMs: flags['discovery-period'],
-      ignoredResources: flags['ignored-resources'],
-      dryRun: flags['dry-run'],
-      initialSyncTimeoutMs: flags['initial-sync-timeout'],
-      orphanWatchWaitMs: flags['orphan-watch-timeout'],
-      blockedDeletionEventAfterMs: flags['blocked-deletion-event-after'],
-      informer: {
-        minWatchTimeoutSec: flags['min-watch-timeout'] / 1000,
-        protobuf: flags['kube-api-content-type'] === 'application/vnd.kubernetes.protobuf',
-      },
-      allowWrites: writesAllowed,
-      // Each write's signal aborts when the tenure ends; its timeout is at most
-      // leaseDuration − renewDeadline (elector.writeTimeoutMs).
-      writeTenure: flags['leader-elect']
-        ? {
-            writeSignal: () => elector?.writeSignal(),
-            writeTimeoutMs: Math.min(flags['request-timeout'], leaseDuration - renewDeadline),
-          }
-        : undefined,
-    },
-    metrics.gc,
-  );
+  const gc = garbageCollector(flags, client, log, metrics, {
+    allowWrites: writesAllowed,
+    // Each write's signal aborts when the tenure ends; its timeout is at most
+    // leaseDuration − renewDeadline (elector.writeTimeoutMs).
+    writeTenure: flags['leader-elect']
+      ? {
+          writeSignal: () => elector?.writeSignal(),
+          writeTimeoutMs: Math.min(flags['request-timeout'], leaseDuration - renewDeadline),
+        }
+      : undefined,
+  });
   metrics.bind({
     graphNodes: () => gc.graph.order,
     virtualNodes: () => gc.graph.countVirtual(),
@@ -283,11 +257,96 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     });
   }
 
+  return runController({
+    gc,
+    elector,
+    log,
+    setStopping: () => {
+      stopping = true;
+    },
+    isStopping: () => stopping,
+    close: async () => {
+      await server.close();
+      client.close();
+      reviewClient.close();
+      leaseClient?.close();
+    },
+  });
+}
+
+/** The garbage collector the flags describe, writing only while `guard.allowWrites()`. */
+function garbageCollector(
+  flags: ControllerFlags,
+  client: KubeClient,
+  log: Logger,
+  metrics: ReturnType<typeof createControllerMetrics>,
+  guard: { allowWrites: () => boolean; writeTenure: WriteTenure | undefined },
+): GarbageCollector {
+  return new GarbageCollector(
+    client,
+    log,
+    {
+      workers: flags.workers,
+      discoveryPeriodMs: flags['discovery-period'],
+      ignoredResources: flags['ignored-resources'],
+      dryRun: flags['dry-run'],
+      initialSyncTimeoutMs: flags['initial-sync-timeout'],
+      orphanWatchWaitMs: flags['orphan-watch-timeout'],
+      blockedDeletionEventAfterMs: flags['blocked-deletion-event-after'],
+      informer: {
+        minWatchTimeoutSec: flags['min-watch-timeout'] / 1000,
+        protobuf: flags['kube-api-content-type'] === 'application/vnd.kubernetes.protobuf',
+      },
+      allowWrites: guard.allowWrites,
+      writeTenure: guard.writeTenure,
+    },
+    metrics.gc,
+  );
+}
+
+/** The three leader-election durations, checked as client-go checks them. */
+function leaderElectionDurations(flags: ControllerFlags): {
+  leaseDuration: number;
+  renewDeadline: number;
+  retryPeriod: number;
+} {
+  const leaseDuration = flags['leader-elect-lease-duration'];
+  const renewDeadline = flags['leader-elect-renew-deadline'];
+  const retryPeriod = flags['leader-elect-retry-period'];
+  if (flags['leader-elect']) {
+    if (leaseDuration <= renewDeadline)
+      throw new UsageError(
+        '--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline',
+      );
+    if (renewDeadline <= retryPeriod * 1.2)
+      throw new UsageError(
+        '--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period',
+      );
+  }
+  return { leaseDuration, renewDeadline, retryPeriod };
+}
+
+/**
+ * Runs the controller until a signal or a lost lease, then stops in the
+ * order that keeps two replicas from ever writing at once; resolves to the
+ * exit code.
+ */
+function runController(r: {
+  gc: GarbageCollector;
+  elector: LeaderElector | undefined;
+  log: Logger;
+  /** The write guard refuses from the moment this is called. */
+  setStopping: () => void;
+  isStopping: () => boolean;
+  /** The metrics port and the API clients, closed last. */
+  close: () => Promise<void>;
+}): Promise<number> {
+  const { gc, elector, log } = r;
   return new Promise<number>((resolve) => {
     const stop = (signal: string, code: number): void => {
-      if (stopping) return;
+      if (r.isStopping()) return;
       // 1. Writes stop: from here the guard refuses every write not yet on the wire.
-      stopping = true;
+      r.setStopping();
       log.info('stopping', { signal });
       (async () => {
         // A standby stops campaigning at once (it has no writes to drain).
@@ -296,10 +355,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
         await gc.stop();
         // 3. Only then is the Lease released, so a standby never writes while we still do.
         await elector?.stop();
-        await server.close();
-        client.close();
-        reviewClient.close();
-        leaseClient?.close();
+        await r.close();
       })()
         .then(() => resolve(code))
         .catch((err: unknown) => {
@@ -322,7 +378,7 @@ export async function controllerCommand(argv: string[]): Promise<number> {
     void (async () => {
       await gc.sync();
       await campaign;
-      if (stopping || !leader.isLeader) return;
+      if (r.isStopping() || !leader.isLeader) return;
       gc.startWorkers();
     })();
   });

@@ -269,12 +269,17 @@ ${job('kubegc', `    authorization: { credentials_file: ${path.join(dir, 'reader
   const query = (q: string): Promise<number | undefined> => prom.query(q);
   try {
     const addsQuery = 'workqueue_adds_total{name="garbage_collector_attempt_to_delete"}';
-    const before = await Promise.race([
-      waitFor('Prometheus to scrape kubegc', () => query(addsQuery).catch(() => undefined), {
-        timeoutMs: 60_000,
-      }),
+    await Promise.race([
+      waitFor(
+        'Prometheus to scrape kubegc',
+        () => query('up{job="kubegc"} == 1').catch(() => undefined),
+        { timeoutMs: 60_000 },
+      ),
       prom.down,
     ]);
+    // No series until the queue's first add: on a cluster with nothing leaked
+    // the initial sync queues nothing (bulk verification), so none may exist yet.
+    const before = (await query(addsQuery)) ?? 0;
 
     const owner = await configMap(c, ns, 'owner');
     await times(50, (i) => configMap(c, ns, `dep-${i}`, [ownerRef(owner)]));

@@ -7,8 +7,7 @@
 // Only what reads: the controller and the node agent are not plugins.
 import { VERSION } from '../version.ts';
 import { UsageError } from './flags.ts';
-
-type Command = (argv: string[]) => Promise<number>;
+import { dispatch, type Command } from './dispatch.ts';
 
 const PLUGIN_COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }> = {
   doctor: {
@@ -44,21 +43,14 @@ flags:
 
 /** The plugin's command line: `kubectl gc ARGS` runs `kubectl-gc ARGS`. */
 export async function runKubectlPlugin(argv: string[]): Promise<number> {
-  const [first, ...rest] = argv;
-  if (first === undefined || first === '-h' || first === '--help' || first === 'help') {
-    console.log(PLUGIN_USAGE);
-    return first === undefined ? 2 : 0;
-  }
-  if (first === '--version' || first === 'version') {
-    console.log(VERSION);
-    return 0;
-  }
-  const command = PLUGIN_COMMANDS[first];
-  if (!command)
-    throw new UsageError(
-      `unknown command "${first}": kubectl gc runs ${Object.keys(PLUGIN_COMMANDS).join(' and ')} (see kubectl gc --help)`,
-    );
-  return (await command.load())(rest);
+  return dispatch(argv, PLUGIN_USAGE, async (name) => {
+    const command = PLUGIN_COMMANDS[name];
+    if (!command)
+      throw new UsageError(
+        `unknown command "${name}": kubectl gc runs ${Object.keys(PLUGIN_COMMANDS).join(' and ')} (see kubectl gc --help)`,
+      );
+    return command.load();
+  });
 }
 
 /** Whether this process was started as the kubectl plugin (its bin's name). */

@@ -2,10 +2,9 @@
 // `node` (image and container GC); each lives in its own module under src/.
 // Loaded by src/cli.ts once the Node.js version is known to be good.
 import { VERSION } from '../version.ts';
+import { dispatch, type Command } from './dispatch.ts';
 import { UsageError } from './flags.ts';
 import { runKubectlPlugin, startedAsKubectlPlugin } from './kubectl-plugin.ts';
-
-type Command = (argv: string[]) => Promise<number>;
 
 /** Subcommands, loaded lazily so `kubegc --help` stays fast. */
 const COMMANDS: Record<string, { summary: string; load?: () => Promise<Command> }> = {
@@ -41,19 +40,12 @@ flags:
   --version      print the version`;
 
 export async function run(argv: string[]): Promise<number> {
-  const [first, ...rest] = argv;
-  if (first === undefined || first === '-h' || first === '--help' || first === 'help') {
-    console.log(USAGE);
-    return first === undefined ? 2 : 0;
-  }
-  if (first === '--version' || first === 'version') {
-    console.log(VERSION);
-    return 0;
-  }
-  const command = COMMANDS[first];
-  if (!command) throw new UsageError(`unknown command "${first}" (see kubegc --help)`);
-  if (!command.load) throw new UsageError(`"${first}" is not implemented in this version`);
-  return (await command.load())(rest);
+  return dispatch(argv, USAGE, async (name) => {
+    const command = COMMANDS[name];
+    if (!command) throw new UsageError(`unknown command "${name}" (see kubegc --help)`);
+    if (!command.load) throw new UsageError(`"${name}" is not implemented in this version`);
+    return command.load();
+  });
 }
 
 export function main(): void {

@@ -178,6 +178,8 @@ spec:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `;
 
+// One script read top to bottom (a cluster up, each capture in turn, the
+// files written): a maintenance tool run by hand, not part of kubegc.
 async function main(): Promise<void> {
   await down(DIR);
   const cluster = await up({ dir: DIR, log });

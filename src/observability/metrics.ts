@@ -37,8 +37,8 @@ export interface ControllerMetrics {
 }
 
 // Long (about 270 lines) on purpose: one declaration per metric, each with its
-// help text, in the order docs/reference.md lists them; split, a reader would
-// look in several places for one metric family.
+// help text and labels, read as a list; split, a reader would look in several
+// places for the controller's metrics.
 export function createControllerMetrics(registry = new Registry()): ControllerMetrics {
   collectDefaultMetrics({ register: registry });
   const r = [registry];

@@ -565,3 +565,28 @@ test('an image filesystem of capacity 0: an InvalidDiskCapacity warning on the N
   expect(c.events.seen[0]?.note).toContain('invalid capacity 0 on image filesystem');
   expect(rt.removed).toEqual([]);
 });
+
+test('a pass asks the image list and the image filesystem at once (one round trip, not two, on a slow runtime)', async () => {
+  const rt = new FakeRuntime(100 * MB, 10 * MB);
+  rt.addImage({ id: hex('a'), repoTags: ['docker.io/library/a:1'], layers: { a: 5 * MB } });
+  const c = collector(rt);
+  await aged(c, rt);
+  // Each call answers only once both are in flight; asked one after the other, the first never does.
+  const arrived = new Set<string>();
+  let bothArrived = (): void => undefined;
+  const both = new Promise<void>((resolve) => {
+    bothArrived = resolve;
+  });
+  rt.gate = (call) => {
+    arrived.add(call);
+    if (arrived.size === 2) bothArrived();
+    return Promise.race([
+      both,
+      new Promise<void>((_, reject) =>
+        setTimeout(() => reject(new Error(`${call} answered alone`)), 2000).unref(),
+      ),
+    ]);
+  };
+  await expect(c.gc.run()).resolves.toBeDefined();
+  expect([...arrived].sort()).toEqual(['imageFilesystems', 'listImages']);
+});

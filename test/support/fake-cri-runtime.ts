@@ -179,9 +179,16 @@ export class FakeRuntime {
 
   imageStore = (_mountpoint: string): Promise<ImageStoreView> => Promise.resolve(this.storeView);
 
+  /**
+   * Awaited by ListImages and ImageFsInfo before they answer: a test sees
+   * which calls a pass has in flight at once (a slow runtime pays each
+   * round trip it waits on in turn).
+   */
+  gate: ((call: 'listImages' | 'imageFilesystems') => Promise<void>) | undefined;
+
   private readonly client = {
     listImages: (): Promise<CriImage[]> =>
-      Promise.resolve(
+      (this.gate?.('listImages') ?? Promise.resolve()).then(() =>
         [...this.images.values()].map((i) => ({
           id: i.id,
           repoTags: i.repoTags ?? [],
@@ -193,7 +200,8 @@ export class FakeRuntime {
       ),
     listContainers: (): Promise<CriContainer[]> => Promise.resolve([...this.containers]),
     listSandboxes: (): Promise<CriSandbox[]> => Promise.resolve([...this.sandboxes]),
-    imageFilesystems: (): Promise<ImageFilesystem[]> => Promise.resolve(this.imageFs),
+    imageFilesystems: (): Promise<ImageFilesystem[]> =>
+      (this.gate?.('imageFilesystems') ?? Promise.resolve()).then(() => this.imageFs),
     filesystems: () => Promise.resolve({ image: this.imageFs, container: this.containerFs }),
     containerStatus: (id: string) => {
       const c = this.containers.find((x) => x.id === id);

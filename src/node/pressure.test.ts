@@ -93,7 +93,12 @@ async function node(o: {
       : path === IMAGEFS
         ? devices.imagefs
         : devices.containerfs;
-  const device = (path: string): Promise<bigint> => Promise.resolve(deviceOf(path));
+  /** How many times the filesystems were located (each asks nodefs's device once). */
+  const located = { n: 0 };
+  const device = (path: string): Promise<bigint> => {
+    if (path === '/var/lib/kubelet') located.n++;
+    return Promise.resolve(deviceOf(path));
+  };
   // nodefs (and whatever shares its device) has its own numbers when given.
   const statfs = (path: string): Promise<FsStats> =>
     o.nodefs && deviceOf(path) === devices.nodefs ? Promise.resolve(o.nodefs) : rt.statfs(path);
@@ -114,7 +119,7 @@ async function node(o: {
     metrics,
     events,
   );
-  return { rt, monitor, passes, calls, events, registry, clock };
+  return { rt, monitor, passes, calls, events, registry, clock, located };
 }
 
 test('a slow container step (a slow runtime): the image step starts beside it after a head start, and the reclaim waits for both', async () => {
@@ -374,4 +379,27 @@ test('imagefs.inodesFree (a default signal) at 8%: unused images go, least recen
   expect(n.rt.removed).toEqual([hex('0'), hex('1'), hex('2'), hex('3')]);
   expect(n.rt.images.has(hex('p'))).toBe(true);
   expect(n.events.normals.map((e) => e.reason)).toEqual(['DiskPressureReclaimed']);
+});
+
+test('a reclaim uses the filesystems located by recent checks, asked again between reclaims in the background: no ImageFsInfo round trip of its own', async () => {
+  const n = await node({ otherUsedMb: 10 }); // well below the reclaim start: checks only
+  await n.monitor.check(n.passes);
+  expect(n.located.n).toBe(1);
+  // 12 s on: a check that reclaims nothing locates them again, without waiting.
+  n.clock.t += 12_000;
+  await n.monitor.check(n.passes);
+  await new Promise((r) => setImmediate(r));
+  expect(n.located.n).toBe(2);
+  // 5 s later the disk fills: the reclaim acts on those paths, located 5 s ago.
+  n.clock.t += 5_000;
+  n.rt.otherUsedBytes = 50 * MB;
+  const r = await n.monitor.check(n.passes);
+  expect(r.reclaims).toHaveLength(1);
+  expect(n.located.n).toBe(2);
+  // Paths older than 15 s are not used by a reclaim: it locates them first.
+  n.clock.t += 20_000;
+  n.rt.otherUsedBytes = 60 * MB;
+  const again = await n.monitor.check(n.passes);
+  expect(again.reclaims).toHaveLength(1);
+  expect(n.located.n).toBe(3);
 });

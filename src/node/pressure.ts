@@ -86,6 +86,11 @@ interface Filesystems {
   at: number;
 }
 
+/** A reclaim uses paths and devices located at most this long ago (see check). */
+export const RECLAIM_PATHS_FRESH_MS = 15_000;
+/** Checks that reclaim nothing locate the filesystems again once they are this old. */
+export const REFRESH_PATHS_MS = 10_000;
+
 /** A reclaim's image step waits at most this long for its container step (see reclaim). */
 export const CONTAINER_HEAD_START_MS = 2_000;
 
@@ -184,6 +189,8 @@ export class PressureMonitor {
   private readonly device: (path: string) => Promise<bigint>;
   private readonly now: () => number;
   private filesystems: Filesystems | undefined;
+  /** A background refresh of the filesystems in flight (refreshFilesystems). */
+  private refreshing: Promise<unknown> | undefined;
   /** Signals whose last reclaim fell short: not tried again before this time. */
   private readonly retryAt = new Map<string, number>();
   /** When the last DiskPressureReclaimFailed was recorded, per signal. */
@@ -204,6 +211,21 @@ export class PressureMonitor {
     this.statfs = opts.statfs ?? statFilesystem;
     this.device = opts.device ?? deviceOf;
     this.now = opts.now ?? Date.now;
+  }
+
+  /**
+   * Between reclaims: locates the filesystems again, without waiting, once
+   * they are REFRESH_PATHS_MS old, so that a reclaim finds them fresh. A
+   * failure is left to the next locate that waits (it reports it).
+   */
+  private refreshFilesystems(): void {
+    const at = this.filesystems?.at ?? 0;
+    if (this.refreshing || this.now() - at < REFRESH_PATHS_MS) return;
+    this.refreshing = this.locate(true)
+      .catch(() => undefined)
+      .finally(() => {
+        this.refreshing = undefined;
+      });
   }
 
   /** The filesystems' paths and layout, from ImageFsInfo and the devices (cached a while). */
@@ -277,9 +299,17 @@ export class PressureMonitor {
     const due = needs.filter(
       (n) => n.available < n.threshold || this.now() >= (this.retryAt.get(n.signal) ?? 0),
     );
-    if (due.length === 0) return out;
-    // Paths and devices again: a reclaim acts on what is there now.
-    const fresh = await this.locate(true);
+    if (due.length === 0) {
+      this.refreshFilesystems();
+      return out;
+    }
+    // A reclaim acts on what is there now: paths and devices located within
+    // RECLAIM_PATHS_FRESH_MS (kept so between checks by refreshFilesystems),
+    // else asked again. Asking at the reclaim cost a CRI round trip of the
+    // reclaim's own time: 3 s under the node soak's cri-slow.
+    const cached = this.filesystems;
+    const fresh =
+      cached && this.now() - cached.at < RECLAIM_PATHS_FRESH_MS ? cached : await this.locate(true);
     for (const need of due) {
       const report = await this.reclaim(need, fresh, passes);
       if (report) out.reclaims.push(report);

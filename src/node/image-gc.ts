@@ -299,13 +299,15 @@ export class ImageGarbageCollector {
     let images: CriImage[];
     let mountpoint: string;
     try {
-      // Together: on a slow runtime every round trip waited on in turn is
-      // time a pressure reclaim does not have (the node soak's cri-slow).
-      const [detected, filesystems] = await Promise.all([
-        this.detectImages(client, reclaim !== undefined),
-        client.imageFilesystems(),
-      ]);
-      images = detected;
+      // Asked beside the image list: on a slow runtime every round trip
+      // waited on in turn is time a pressure reclaim does not have (the node
+      // soak's cri-slow). Its failure is thrown only once detectImages is
+      // done, so that no detection outlives the pass and writes its older
+      // answer over the next pass's.
+      const asked = client.imageFilesystems();
+      asked.catch(() => undefined);
+      images = await this.detectImages(client, reclaim !== undefined);
+      const filesystems = await asked;
       mountpoint = filesystems.find((f) => f.mountpoint)?.mountpoint ?? '';
     } catch (err) {
       throw this.runtime.check(err);

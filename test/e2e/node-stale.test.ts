@@ -6,7 +6,7 @@
 // tmpfs down (no containerd serves it) and mounts a fresh one of its own size.
 // Its own control plane and node (.cluster-e2e-stale), taken down at the end.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
 import { CONTAINERD, downNode, upNode } from '../../cluster/node.ts';
@@ -32,7 +32,7 @@ afterAll(async () => {
 test("a node's tmpfs left mounted by a killed session is replaced, not reused", async () => {
   // What a killed node leaves: its tmpfs (the local node's source name), 200 of its 256 MiB used.
   expect(rootMounts()).toEqual([]);
-  execFileSync('mkdir', ['-p', CONTAINERD.root]);
+  mkdirSync(CONTAINERD.root, { recursive: true });
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256m', 'kubegc-local-node', CONTAINERD.root]);
   writeFileSync(STALE_FILE, Buffer.alloc(200 * MiB, 1));
 

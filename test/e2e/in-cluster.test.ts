@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
-import { helmBinary } from '../../cluster/helm.ts';
+import { helmBinary } from '../../cluster/go-tools.ts';
 import { CONTAINERD, PAUSE_IMAGE, downNode, upNode, type LocalNode } from '../../cluster/node.ts';
 import { registryCatalog } from '../../cluster/registry.ts';
 import { hostToolsLayer, randomLayer } from '../../cluster/oci-image.ts';

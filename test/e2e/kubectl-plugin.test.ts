@@ -2,12 +2,15 @@
 // node_modules/.bin/kubectl-gc (scripts/link-bin.mjs), kubectl finds it on
 // PATH, and the plugin's commands take kubectl's --kubeconfig, --context, -n
 // and KUBECONFIG as kubectl does. Against the shared e2e control plane.
+// And as krew installs it: `npm run krew` builds the archive and renders the
+// manifest, and the real krew (built from a pinned release) installs them.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from '../../cluster/controlplane.ts';
+import { krewBinary } from '../../cluster/go-tools.ts';
 import type { ExplainedObject } from '../../src/explain/explain.ts';
 import type { Report } from '../../src/doctor/analyze.ts';
 import { afterFile, e2e } from '../support/e2e.ts';
@@ -24,10 +27,19 @@ interface Run {
 }
 
 /** `kubectl ARGS` with the project's .bin first on PATH (as docs/kubectl-plugin.md says). */
-async function kubectl(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+async function kubectl(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  path_ = `${BIN}:${process.env.PATH ?? ''}`,
+): Promise<Run> {
+  return run(cluster.kubectl, args, { ...process.env, KUBECONFIG: '', ...env, PATH: path_ });
+}
+
+async function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
   try {
-    const { stdout, stderr } = await execFileAsync(cluster.kubectl, args, {
-      env: { ...process.env, KUBECONFIG: '', ...env, PATH: `${BIN}:${process.env.PATH ?? ''}` },
+    const { stdout, stderr } = await execFileAsync(file, args, {
+      env,
+      cwd: REPO_ROOT,
       maxBuffer: 64 * 1024 * 1024,
     });
     return { code: 0, stdout, stderr };
@@ -146,4 +158,88 @@ test('only the read-only commands are the plugin', async () => {
   const r = await kubectl(['gc', 'controller', '--kubeconfig', cluster.kubeconfig]);
   expect(r.code).toBe(2);
   expect(r.stderr).toContain('kubectl gc: unknown command "controller"');
+});
+
+describe('kubectl gc from krew', () => {
+  /** Without node_modules/.bin (whose kubectl-gc would answer instead), with a Node.js 24. */
+  const userPath = (...first: string[]): string =>
+    [
+      ...first,
+      path.dirname(process.execPath),
+      ...(process.env.PATH ?? '').split(':').filter((d) => !d.split('/').includes('node_modules')),
+    ].join(':');
+
+  async function release(
+    name: string,
+  ): Promise<{ manifest: string; archive: string; sha256: string }> {
+    const out = path.join(dir, name);
+    const r = await run('npm', ['run', 'krew', '--', '--out', out], process.env);
+    if (r.code !== 0) throw new Error(`npm run krew exited ${r.code}: ${r.stderr}`);
+    const field = (label: string): string => {
+      const m = new RegExp(`^${label} +(\\S+)$`, 'm').exec(r.stdout);
+      if (!m?.[1]) throw new Error(`npm run krew printed no ${label}: ${r.stdout}`);
+      return m[1];
+    };
+    return {
+      manifest: path.resolve(REPO_ROOT, field('manifest')),
+      archive: path.resolve(REPO_ROOT, field('archive')),
+      sha256: field('sha256'),
+    };
+  }
+
+  /** `kubectl krew install --manifest M --archive A` into its own KREW_ROOT. */
+  async function krewInstall(root: string, manifest: string, archive: string): Promise<Run> {
+    const krew = path.dirname(await krewBinary());
+    return kubectl(
+      ['krew', 'install', '--manifest', manifest, '--archive', archive],
+      // No upgrade check: it would ask GitHub (nothing leaves this machine).
+      { KREW_ROOT: root, KREW_NO_UPGRADE_CHECK: '1' },
+      userPath(krew),
+    );
+  }
+
+  test('npm run krew makes the same archive from the same source', async () => {
+    const [a, b] = [await release('krew-a'), await release('krew-b')];
+    expect(b.sha256).toBe(a.sha256);
+    const manifest = await fs.readFile(a.manifest, 'utf8');
+    expect(manifest).toContain(`sha256: ${a.sha256}`);
+    expect(manifest).toContain(`/${path.basename(a.archive)}\n`);
+    expect(manifest).not.toContain('{{');
+  }, 120_000);
+
+  test('krew installs the manifest and archive, and kubectl runs the plugin it installed', async () => {
+    const { manifest, archive } = await release('krew-install');
+    const root = path.join(dir, 'krew-root');
+    const installed = await krewInstall(root, manifest, archive);
+    expect(installed.stderr + installed.stdout).toContain('Installed plugin: gc');
+    expect(installed.code).toBe(0);
+
+    const asUser = userPath(path.join(root, 'bin'));
+    const list = await kubectl(['plugin', 'list'], {}, asUser);
+    expect(list.stdout).toContain(path.join(root, 'bin', 'kubectl-gc'));
+    const r = await kubectl(
+      [
+        'gc',
+        'explain',
+        'configmap/leak',
+        '-n',
+        ns,
+        '-o',
+        'json',
+        '--kubeconfig',
+        cluster.kubeconfig,
+      ],
+      {},
+      asUser,
+    );
+    expect(explained(r).owners.map((o) => [o.name, o.state])).toEqual([['ghost', 'dangling']]);
+  }, 600_000);
+
+  test('krew refuses an archive that is not the one the manifest names', async () => {
+    const { manifest, archive } = await release('krew-tampered');
+    await fs.appendFile(archive, Buffer.from([0]));
+    const refused = await krewInstall(path.join(dir, 'krew-root-tampered'), manifest, archive);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr + refused.stdout).toContain('checksum does not match');
+  }, 600_000);
 });

@@ -192,6 +192,22 @@ export const PROVEN_ELSEWHERE: readonly ProvenElsewhere[] = [
     why: "the plugin's e2e test runs the real kubectl with the project's .bin first on PATH",
   },
   {
+    command: 'npm run krew',
+    proofs: [{ file: 'test/e2e/kubectl-plugin.test.ts', words: ['npm', 'run', 'krew'] }],
+    why: 'the test runs it with --out, into its own directory, twice (the archive must be the same)',
+  },
+  {
+    command:
+      'kubectl krew install --manifest dist-krew/gc.yaml --archive dist-krew/kubectl-gc-v0.1.0.tar.gz',
+    proofs: [
+      {
+        file: 'test/e2e/kubectl-plugin.test.ts',
+        words: ['krew', 'install', '--manifest', '--archive'],
+      },
+    ],
+    why: 'the test installs what `npm run krew --out DIR` made there, with the real krew into its own KREW_ROOT',
+  },
+  {
     command: 'kubectl gc doctor --context prod --older-than 1h',
     proofs: [{ file: 'test/e2e/kubectl-plugin.test.ts', words: ['gc', 'doctor', '--context'] }],
     why: 'the e2e cluster has no context named prod: the test runs `kubectl gc doctor` with --context on a kubeconfig of two contexts',

@@ -5,7 +5,7 @@
 // bad values with the key named, the README's values table and the schema
 // against values.yaml, the chart's copies of the component's alerts and
 // dashboard, and helm package. helm is built from its Go module by
-// cluster/helm.ts (minutes when the cache is cold, then cached).
+// cluster/go-tools.ts (minutes when the cache is cold, then cached).
 import { spawnSync } from 'node:child_process';
 import {
   existsSync,
@@ -21,7 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dump, load, loadAll } from 'js-yaml';
 import { binaryDir } from '../../cluster/controlplane.ts';
-import { helmBinary } from '../../cluster/helm.ts';
+import { helmBinary } from '../../cluster/go-tools.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHART = path.join(ROOT, 'charts/kubegc');

@@ -1,9 +1,32 @@
 import { readFileSync } from 'node:fs';
-import { NODE_ENGINES, nodeVersionProblem } from '../../src/cli/node-version.ts';
+import semver from 'semver';
+import { nodeVersionProblem } from '../../src/cli/node-version.ts';
 
-test('the range checked at start-up is package.json engines.node', () => {
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { engines: { node: string } };
-  expect(NODE_ENGINES).toBe(pkg.engines.node);
+const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
+  engines: { node: string };
+  devDependencies: { node: string };
+};
+
+test('the Node.js that npm ci installs (the `node` devDependency) runs kubegc', () => {
+  expect(nodeVersionProblem(pkg.devDependencies.node)).toBeUndefined();
+});
+
+test('the oldest Node.js package.json engines admits is one every installed package admits', () => {
+  // engines is what installing needs (the runtime range is checked above): no
+  // package in the lock may ask for more, or `npm ci` on the stated Node.js
+  // warns EBADENGINE. test/e2e/clean-install.test.ts runs that install.
+  const lock = JSON.parse(readFileSync('package-lock.json', 'utf8')) as {
+    packages: Record<string, { engines?: { node?: string } | string[] }>;
+  };
+  const floor = semver.minVersion(pkg.engines.node)?.version ?? 'unparsable';
+  const refusing = Object.entries(lock.packages)
+    .map(
+      ([name, p]) =>
+        [name || 'kubegc', Array.isArray(p.engines) ? undefined : p.engines?.node] as const,
+    )
+    .filter(([, range]) => range !== undefined && !semver.satisfies(floor, range))
+    .map(([name, range]) => `${name} needs ${range}`);
+  expect(refusing).toEqual([]);
 });
 
 test.each([

@@ -82,135 +82,201 @@ function apiServiceRef(a: ApiServiceInfo): ApiServiceRef {
 }
 
 export function buildIndex(s: Snapshot, now: number): SnapshotIndex {
-  const nowS = Math.floor(now / 1000);
-  const startedS = Math.floor(s.startedAt / 1000);
+  const objects = objectAccessors(s);
+  const types = typeResolver(s);
+  const refs = referenceClassifier(s, types.resolveType);
+  const byReference = indexReferences(s, refs);
+  const owners = new Map<UnsettledDependent, OwnerInfo[]>();
+  return {
+    s,
+    nowS: Math.floor(now / 1000),
+    startedS: Math.floor(s.startedAt / 1000),
+    ...objects,
+    resolveType: types.resolveType,
+    listedByGr: types.listedByGr,
+    unavailableRefs: s.apiServices ? types.unavailable.map(apiServiceRef) : null,
+    ...byReference,
+    ownersOf(d) {
+      let list = owners.get(d);
+      if (!list) {
+        const start = s.objects.refStart(d.i);
+        list = d.states.map((st, n) => refs.ownerInfo(d.i, start + n, st, d.foundAt[n] as number));
+        owners.set(d, list);
+      }
+      return list;
+    },
+  };
+}
+
+/** An object's reference (as findings name it), resource and finalizers, by its index. */
+function objectAccessors(s: Snapshot): Pick<SnapshotIndex, 'ref' | 'infoOf' | 'finalizersOf'> {
   const obj = s.objects;
   const nsNames = s.interner.namespaces;
-  const types = s.interner.types;
-  const finalizersOf = (i: number): readonly string[] => obj.finalizers.get(i) ?? [];
-
   const infoOf = (i: number): ResourceInfo => (s.resources[obj.res.get(i)] as ResourceEntry).info;
-  const ref = (i: number): ObjectRef => {
-    const r = infoOf(i);
-    const ns = obj.ns.get(i);
-    // Keys in the documented order, whether or not there is a namespace.
-    return ns
-      ? {
-          apiVersion: groupVersion(r),
-          kind: r.kind,
-          namespace: nsNames[ns] as string,
-          name: obj.name[i] as string,
-          uid: obj.uid[i] as string,
-        }
-      : {
-          apiVersion: groupVersion(r),
-          kind: r.kind,
-          name: obj.name[i] as string,
-          uid: obj.uid[i] as string,
-        };
+  return {
+    infoOf,
+    finalizersOf: (i) => obj.finalizers.get(i) ?? [],
+    ref(i) {
+      const r = infoOf(i);
+      const ns = obj.ns.get(i);
+      // Keys in the documented order, whether or not there is a namespace.
+      return ns
+        ? {
+            apiVersion: groupVersion(r),
+            kind: r.kind,
+            namespace: nsNames[ns] as string,
+            name: obj.name[i] as string,
+            uid: obj.uid[i] as string,
+          }
+        : {
+            apiVersion: groupVersion(r),
+            kind: r.kind,
+            name: obj.name[i] as string,
+            uid: obj.uid[i] as string,
+          };
+    },
   };
+}
 
-  // --- owner kinds -------------------------------------------------------
+/** Owner kinds resolved to the resources that were listed, once per kind. */
+function typeResolver(s: Snapshot): {
+  resolveType: (t: number) => TypeResolution;
+  listedByGr: Map<string, number>;
+  unavailable: ApiServiceInfo[];
+} {
   const mapper = new RestMapper(s.served);
   const listedByGr = new Map<string, number>();
   s.resources.forEach((e, i) => listedByGr.set(`${e.info.group}/${e.info.resource}`, i));
   const unavailable = (s.apiServices ?? []).filter((a) => !a.available);
-  const typeCache: (TypeResolution | undefined)[] = [];
-  const resolveType = (t: number): TypeResolution => {
-    const cached = typeCache[t];
-    if (cached) return cached;
-    const { apiVersion, kind } = types[t] as { apiVersion: string; kind: string };
-    let out: TypeResolution;
-    const r = mapper.resolve(apiVersion, kind);
-    if (!r) {
-      const { group, version } = parseApiVersion(apiVersion);
-      const down = unavailable.find((a) => a.group === group && a.version === version);
-      if (s.failedGroups.includes(group))
-        out = { state: 'not-scanned', detail: `discovery of group ${group} failed: no conclusion` };
-      else if (down)
-        out = {
-          state: 'not-scanned',
-          detail: `${apiVersion} is served by APIService ${down.name}, which is unavailable: no conclusion`,
-        };
-      else
-        out = {
-          state: 'unresolvable',
-          detail: `no API serves ${kind} in ${apiVersion}${s.apiServices ? '' : ' (the APIServices could not be read)'}`,
-        };
-    } else {
-      const gr = groupResource(r);
-      const res = listedByGr.get(`${r.group}/${r.resource}`);
-      const entry = res === undefined ? undefined : s.resources[res];
-      if (res === undefined || !entry?.listed)
-        out = {
-          state: 'not-scanned',
-          detail: `${gr} was not listed${entry?.error ? ` (${entry.error})` : ' (not a listable and deletable resource of its preferred version)'}: no conclusion`,
-        };
-      else out = { state: 'resolved', res, namespaced: r.namespaced, resource: gr };
-    }
-    typeCache[t] = out;
-    return out;
-  };
 
-  /** The owner's index when the last stateOf() answered present or other-namespace. */
-  let found = -1;
-  /** Classifies one reference of dependent `dep` without allocating (the common case is "present"). */
-  const stateOf = (dep: number, k: number): OwnerState => {
-    const tr = resolveType(obj.refType(k));
-    if (tr.state !== 'resolved') return tr.state;
-    const depNs = obj.ns.get(dep);
-    if (tr.namespaced && depNs === 0) return 'namespaced-owner-of-cluster-scoped';
-    const j = s.indexOf(obj.refUid[k] as string);
-    // By UID and by coordinates: the garbage collector reads the owner by
-    // name and compares UIDs, so a UID under another name or kind is gone.
-    if (j === undefined || obj.res.get(j) !== tr.res || obj.name[j] !== obj.refName[k])
-      return 'absent';
-    found = j;
-    return tr.namespaced && obj.ns.get(j) !== depNs ? 'other-namespace' : 'present';
-  };
-
-  /** The full account of one reference, for the objects that make a finding. */
-  const ownerInfo = (dep: number, k: number, state: OwnerState, foundAt: number): OwnerInfo => {
-    const t = types[obj.refType(k)] as { apiVersion: string; kind: string };
-    const name = obj.refName[k] as string;
-    const uid = obj.refUid[k] as string;
-    const flags = obj.refFlags(k);
-    const info: OwnerInfo = {
-      apiVersion: t.apiVersion,
-      kind: t.kind,
-      name,
-      uid,
-      controller: (flags & REF_CONTROLLER) !== 0,
-      blockOwnerDeletion: (flags & REF_BLOCK_OWNER_DELETION) !== 0,
-      state,
-      detail: 'exists',
+  /** Why nothing serves this kind: a discovery or an APIService that failed says "no conclusion". */
+  const unserved = (apiVersion: string, kind: string): TypeResolution => {
+    const { group, version } = parseApiVersion(apiVersion);
+    const down = unavailable.find((a) => a.group === group && a.version === version);
+    if (s.failedGroups.includes(group))
+      return { state: 'not-scanned', detail: `discovery of group ${group} failed: no conclusion` };
+    if (down)
+      return {
+        state: 'not-scanned',
+        detail: `${apiVersion} is served by APIService ${down.name}, which is unavailable: no conclusion`,
+      };
+    return {
+      state: 'unresolvable',
+      detail: `no API serves ${kind} in ${apiVersion}${s.apiServices ? '' : ' (the APIServices could not be read)'}`,
     };
-    const tr = resolveType(obj.refType(k));
-    if (tr.state !== 'resolved') info.detail = tr.detail;
-    else if (state === 'namespaced-owner-of-cluster-scoped')
-      info.detail = `a cluster-scoped object cannot have a namespaced owner (${tr.resource}): the garbage collector never collects it`;
-    else if (state === 'other-namespace') {
-      info.foundInNamespace = nsNames[obj.ns.get(foundAt)] ?? '';
-      info.detail = `the owner is in namespace ${info.foundInNamespace}, not the dependent's: the garbage collector treats it as absent`;
-    } else if (state === 'absent')
-      info.detail = `no ${tr.resource} ${tr.namespaced ? `${nsNames[obj.ns.get(dep)] ?? ''}/` : ''}${name} with uid ${uid}`;
-    return info;
   };
 
-  // --- one pass over the owner references --------------------------------
+  const resolve = (t: number): TypeResolution => {
+    const { apiVersion, kind } = s.interner.types[t] as { apiVersion: string; kind: string };
+    const r = mapper.resolve(apiVersion, kind);
+    if (!r) return unserved(apiVersion, kind);
+    const gr = groupResource(r);
+    const res = listedByGr.get(`${r.group}/${r.resource}`);
+    const entry = res === undefined ? undefined : s.resources[res];
+    if (res === undefined || !entry?.listed)
+      return {
+        state: 'not-scanned',
+        detail: `${gr} was not listed${entry?.error ? ` (${entry.error})` : ' (not a listable and deletable resource of its preferred version)'}: no conclusion`,
+      };
+    return { state: 'resolved', res, namespaced: r.namespaced, resource: gr };
+  };
+
+  const cache: (TypeResolution | undefined)[] = [];
+  return {
+    resolveType: (t) => (cache[t] ??= resolve(t)),
+    listedByGr,
+    unavailable,
+  };
+}
+
+interface ReferenceClassifier {
+  /** Classifies one reference of dependent `dep` without allocating (the common case is "present"). */
+  stateOf(dep: number, k: number): OwnerState;
+  /** The owner's index when the last stateOf() answered present or other-namespace. */
+  found: number;
+  /** The full account of one reference, for the objects that make a finding. */
+  ownerInfo(dep: number, k: number, state: OwnerState, foundAt: number): OwnerInfo;
+}
+
+function referenceClassifier(
+  s: Snapshot,
+  resolveType: (t: number) => TypeResolution,
+): ReferenceClassifier {
+  const obj = s.objects;
+  const nsNames = s.interner.namespaces;
+  const c: ReferenceClassifier = {
+    found: -1,
+    stateOf(dep, k) {
+      const tr = resolveType(obj.refType(k));
+      if (tr.state !== 'resolved') return tr.state;
+      const depNs = obj.ns.get(dep);
+      if (tr.namespaced && depNs === 0) return 'namespaced-owner-of-cluster-scoped';
+      const j = s.indexOf(obj.refUid[k] as string);
+      // By UID and by coordinates: the garbage collector reads the owner by
+      // name and compares UIDs, so a UID under another name or kind is gone.
+      if (j === undefined || obj.res.get(j) !== tr.res || obj.name[j] !== obj.refName[k])
+        return 'absent';
+      c.found = j;
+      return tr.namespaced && obj.ns.get(j) !== depNs ? 'other-namespace' : 'present';
+    },
+    ownerInfo(dep, k, state, foundAt) {
+      const t = s.interner.types[obj.refType(k)] as { apiVersion: string; kind: string };
+      const name = obj.refName[k] as string;
+      const uid = obj.refUid[k] as string;
+      const flags = obj.refFlags(k);
+      const info: OwnerInfo = {
+        apiVersion: t.apiVersion,
+        kind: t.kind,
+        name,
+        uid,
+        controller: (flags & REF_CONTROLLER) !== 0,
+        blockOwnerDeletion: (flags & REF_BLOCK_OWNER_DELETION) !== 0,
+        state,
+        detail: 'exists',
+      };
+      const tr = resolveType(obj.refType(k));
+      if (tr.state !== 'resolved') info.detail = tr.detail;
+      else if (state === 'namespaced-owner-of-cluster-scoped')
+        info.detail = `a cluster-scoped object cannot have a namespaced owner (${tr.resource}): the garbage collector never collects it`;
+      else if (state === 'other-namespace') {
+        info.foundInNamespace = nsNames[obj.ns.get(foundAt)] ?? '';
+        info.detail = `the owner is in namespace ${info.foundInNamespace}, not the dependent's: the garbage collector treats it as absent`;
+      } else if (state === 'absent')
+        info.detail = `no ${tr.resource} ${tr.namespaced ? `${nsNames[obj.ns.get(dep)] ?? ''}/` : ''}${name} with uid ${uid}`;
+      return info;
+    },
+  };
+  return c;
+}
+
+type ReferenceIndex = Pick<
+  SnapshotIndex,
+  'blockingDeps' | 'dependentCount' | 'blockingEdges' | 'unsettled'
+>;
+
+/** One pass over every owner reference. */
+function indexReferences(s: Snapshot, refs: ReferenceClassifier): ReferenceIndex {
+  const obj = s.objects;
   const foreground = new Set<string>();
   /** Every object being deleted, for its dependents count. */
   const deletingUids = new Set<string>();
   for (let i = 0; i < obj.length; i++) {
     if (!obj.deleted.get(i)) continue;
-    const f = finalizersOf(i);
-    if (f.includes(FOREGROUND_FINALIZER)) foreground.add(obj.uid[i] as string);
+    if ((obj.finalizers.get(i) ?? []).includes(FOREGROUND_FINALIZER))
+      foreground.add(obj.uid[i] as string);
     deletingUids.add(obj.uid[i] as string);
   }
-  const blockingDeps = new Map<string, number[]>();
-  const dependentCount = new Map<string, number>();
-  const blockingEdges = new Map<number, number[]>();
-  const unsettled: UnsettledDependent[] = [];
+  const out = {
+    blockingDeps: new Map<string, number[]>(),
+    dependentCount: new Map<string, number>(),
+    blockingEdges: new Map<number, number[]>(),
+    unsettled: [] as UnsettledDependent[],
+  };
+  const push = <K>(m: Map<K, number[]>, key: K, v: number): void => {
+    const list = m.get(key);
+    if (list) list.push(v);
+    else m.set(key, [v]);
+  };
 
   // Scratch for one dependent's references: the common case (every owner
   // present) allocates nothing.
@@ -229,14 +295,12 @@ export function buildIndex(s: Snapshot, now: number): SnapshotIndex {
     for (let k = start; k < end; k++) {
       const uid = obj.refUid[k] as string;
       const block = (obj.refFlags(k) & REF_BLOCK_OWNER_DELETION) !== 0;
-      if (deletingUids.has(uid)) dependentCount.set(uid, (dependentCount.get(uid) ?? 0) + 1);
-      if (block && foreground.has(uid)) {
-        const list = blockingDeps.get(uid);
-        if (list) list.push(i);
-        else blockingDeps.set(uid, [i]);
-      }
-      found = -1;
-      const st = stateOf(i, k);
+      if (deletingUids.has(uid))
+        out.dependentCount.set(uid, (out.dependentCount.get(uid) ?? 0) + 1);
+      if (block && foreground.has(uid)) push(out.blockingDeps, uid, i);
+      refs.found = -1;
+      const st = refs.stateOf(i, k);
+      const found = refs.found;
       states.push(st);
       foundAt.push(found);
       if (st === 'present') {
@@ -244,11 +308,7 @@ export function buildIndex(s: Snapshot, now: number): SnapshotIndex {
         // An owner with no owners of its own cannot be on a cycle: keeping
         // only the others leaves the edge map small (Pods → ReplicaSets, not
         // ReplicaSets → Deployments).
-        if (block && obj.refStart(found) !== obj.refEnd(found)) {
-          const list = blockingEdges.get(i);
-          if (list) list.push(found);
-          else blockingEdges.set(i, [found]);
-        }
+        if (block && obj.refStart(found) !== obj.refEnd(found)) push(out.blockingEdges, i, found);
       } else if (st === 'absent') absent++;
       else if (st === 'other-namespace') elsewhere++;
       else other++;
@@ -260,9 +320,13 @@ export function buildIndex(s: Snapshot, now: number): SnapshotIndex {
     const unresolvable = states.includes('unresolvable');
     // Created after the scan began: its owner may have been created after
     // the owner's resource was listed, so its absence proves nothing.
-    const leaked = present === 0 && other === 0 && absent > 0 && obj.created.get(i) <= startedS;
+    const leaked =
+      present === 0 &&
+      other === 0 &&
+      absent > 0 &&
+      obj.created.get(i) <= Math.floor(s.startedAt / 1000);
     if (!invalid && !unresolvable && !leaked) continue;
-    unsettled.push({
+    out.unsettled.push({
       i,
       states: [...states],
       foundAt: [...foundAt],
@@ -271,30 +335,5 @@ export function buildIndex(s: Snapshot, now: number): SnapshotIndex {
       leaked,
     });
   }
-
-  const owners = new Map<UnsettledDependent, OwnerInfo[]>();
-  return {
-    s,
-    nowS,
-    startedS,
-    ref,
-    infoOf,
-    finalizersOf,
-    resolveType,
-    listedByGr,
-    unavailableRefs: s.apiServices ? unavailable.map(apiServiceRef) : null,
-    blockingDeps,
-    dependentCount,
-    blockingEdges,
-    unsettled,
-    ownersOf(d) {
-      let list = owners.get(d);
-      if (!list) {
-        const start = obj.refStart(d.i);
-        list = d.states.map((st, n) => ownerInfo(d.i, start + n, st, d.foundAt[n] as number));
-        owners.set(d, list);
-      }
-      return list;
-    },
-  };
+  return out;
 }

@@ -86,7 +86,6 @@ export async function explain(
 ): Promise<ExplainedObject> {
   const d = await discover(client);
   if (d.all.length === 0) throw new ExplainError('discovery returned no resources');
-  const mapper = new RestMapper(d.all);
   const resource = findResource(d.preferred, resourceText);
   if (!resource)
     throw new ExplainError(`the server doesn't have a resource type "${resourceText}"`);
@@ -97,11 +96,25 @@ export async function explain(
     throw new ExplainError(
       `${groupResource(resource)} "${name}" not found${ns ? ` in namespace ${ns}` : ''}`,
     );
+  const byOwner = await dependentsByOwner(client, d.preferred, ns);
+  const explainer = new Explainer(new RestMapper(d.all), api, byOwner);
+  return explainer.describe(resource, live, 0, true);
+}
 
-  // Everything that may reference the object: the namespace (for a namespaced
-  // object) or the whole cluster (for a cluster-scoped one).
-  const byOwner = new Map<string, { r: ResourceInfo; meta: ObjectMeta }[]>();
-  const listable = d.preferred.filter(isDeletable).filter((r) => (ns ? r.namespaced : true));
+type DependentsByOwner = Map<string, { r: ResourceInfo; meta: ObjectMeta }[]>;
+
+/**
+ * Everything that may reference the object, by owner UID: the namespace's
+ * objects (for a namespaced object) or the whole cluster's (for a
+ * cluster-scoped one).
+ */
+async function dependentsByOwner(
+  client: KubeClient,
+  preferred: ResourceInfo[],
+  ns: string | undefined,
+): Promise<DependentsByOwner> {
+  const byOwner: DependentsByOwner = new Map();
+  const listable = preferred.filter(isDeletable).filter((r) => (ns ? r.namespaced : true));
   await Promise.all(
     listable.map(async (r) => {
       let cont: string | undefined;
@@ -129,141 +142,131 @@ export async function explain(
       } while (cont);
     }),
   );
+  return byOwner;
+}
 
-  const classify = async (
-    obj: ObjectMeta,
-    ref: OwnerReference,
-  ): Promise<{
-    owner: ClassifiedOwner | undefined;
-    ownerResource?: ResourceInfo;
-    ownerMeta?: ObjectMeta;
-    detail: string;
-  }> => {
-    // The workers' own classification (gc/owners.ts), from a live read: explain
-    // has no graph nor absent-owner cache, so it always reads the owner.
-    let read: OwnerReadLive;
-    try {
-      read = await readOwnerLive(mapper, api, obj, ref);
-    } catch (err) {
-      if (!(err instanceof UnresolvableKindError)) throw err;
-      return {
-        owner: undefined,
-        detail: `owner kind ${ref.apiVersion} ${ref.kind} is not served: kept`,
-      };
-    }
-    const { owner, resource: r, meta } = read;
-    if (owner.state === 'invalid') return { owner, detail: 'invalid reference: never collected' };
-    const detail =
-      owner.state === 'dangling'
-        ? owner.detail === 'uid-mismatch'
-          ? `owner ${describeRef(ref)} was replaced (another UID has its name)`
-          : `owner ${describeRef(ref)} not found`
-        : owner.state === 'waiting'
-          ? `owner ${describeRef(ref)} is deleting its dependents in the foreground`
-          : `owner ${describeRef(ref)} exists`;
+interface Classified {
+  owner: ClassifiedOwner | undefined;
+  ownerResource?: ResourceInfo;
+  ownerMeta?: ObjectMeta;
+  detail: string;
+}
+
+/**
+ * One owner reference, classified by the workers' own code (gc/owners.ts) from
+ * a live read: explain has no graph nor absent-owner cache, so it always reads
+ * the owner.
+ */
+async function classify(
+  mapper: RestMapper,
+  api: GcApi,
+  obj: ObjectMeta,
+  ref: OwnerReference,
+): Promise<Classified> {
+  let read: OwnerReadLive;
+  try {
+    read = await readOwnerLive(mapper, api, obj, ref);
+  } catch (err) {
+    if (!(err instanceof UnresolvableKindError)) throw err;
     return {
-      owner,
-      ownerResource: r,
-      ownerMeta: meta && meta.uid === ref.uid ? meta : undefined,
-      detail,
+      owner: undefined,
+      detail: `owner kind ${ref.apiVersion} ${ref.kind} is not served: kept`,
     };
+  }
+  const { owner, resource: r, meta } = read;
+  if (owner.state === 'invalid') return { owner, detail: 'invalid reference: never collected' };
+  const detail =
+    owner.state === 'dangling'
+      ? owner.detail === 'uid-mismatch'
+        ? `owner ${describeRef(ref)} was replaced (another UID has its name)`
+        : `owner ${describeRef(ref)} not found`
+      : owner.state === 'waiting'
+        ? `owner ${describeRef(ref)} is deleting its dependents in the foreground`
+        : `owner ${describeRef(ref)} exists`;
+  return {
+    owner,
+    ownerResource: r,
+    ownerMeta: meta && meta.uid === ref.uid ? meta : undefined,
+    detail,
   };
+}
 
-  const statusOf = (
-    obj: ObjectMeta,
-    owners: ExplainedOwner[],
-    dependents: ExplainedObject['dependents'],
-  ): string => {
-    const finalizers = obj.finalizers ?? [];
-    if (obj.deletionTimestamp) {
-      if (finalizers.includes(FOREGROUND_FINALIZER)) {
-        const blocking = dependents.filter((x) => x.blockOwnerDeletion);
-        if (blocking.length === 0)
-          return 'deleting its dependents in the foreground: no blocking dependent left, the foregroundDeletion finalizer will be removed';
-        return `waiting for ${blocking.length} blocking dependent${blocking.length === 1 ? '' : 's'}: ${blocking.map((x) => `${x.kind} ${x.name}${x.finalizers.length ? ` (finalizers: ${x.finalizers.join(', ')})` : ''}`).join(', ')}`;
-      }
-      if (finalizers.includes(ORPHAN_FINALIZER))
-        return `being deleted with Orphan: ${dependents.length} dependent(s) will lose their reference, then it goes`;
-      return finalizers.length
-        ? `being deleted; waiting for finalizers: ${finalizers.join(', ')}`
-        : 'being deleted';
-    }
-    if (owners.length === 0) return 'no owner references: the garbage collector never deletes it';
-    const unresolvable = owners.find((o) => o.state === 'unresolvable');
-    if (unresolvable) return `${unresolvable.detail}`;
-    const decision = decide({
-      live: obj,
-      owners: owners.map((o) => ({
-        ref: o as OwnerReference,
-        state: o.state as ClassifiedOwner['state'],
-        detail: o.detail,
-      })),
-      dependents: dependents.map((x) => ({
-        uid: x.uid,
-        blockOwnerDeletion: x.blockOwnerDeletion,
-        deletingDependents: x.finalizers.includes(FOREGROUND_FINALIZER) && !!x.deletionTimestamp,
-        beingDeleted: !!x.deletionTimestamp,
-      })),
-    });
-    const reasons = owners.filter((o) => o.state !== 'solid').map((o) => o.detail);
-    switch (decision.action) {
-      case 'none':
-        return owners.some((o) => o.state === 'invalid')
-          ? 'a cluster-scoped object naming a namespaced owner kind: never collected'
-          : 'all owners exist: kept';
-      case 'removeOwnerReferences':
-        return `${reasons.join('; ')}: that reference will be removed, the object kept (another owner exists)`;
-      case 'delete':
-        return `${reasons.join('; ')}: will be collected (DELETE with propagationPolicy ${decision.policy})`;
-    }
-  };
+/** What happens to an object being deleted, and what it waits for. */
+function deletionStatus(obj: ObjectMeta, dependents: ExplainedObject['dependents']): string {
+  const finalizers = obj.finalizers ?? [];
+  if (finalizers.includes(FOREGROUND_FINALIZER)) {
+    const blocking = dependents.filter((x) => x.blockOwnerDeletion);
+    if (blocking.length === 0)
+      return 'deleting its dependents in the foreground: no blocking dependent left, the foregroundDeletion finalizer will be removed';
+    return `waiting for ${blocking.length} blocking dependent${blocking.length === 1 ? '' : 's'}: ${blocking.map((x) => `${x.kind} ${x.name}${x.finalizers.length ? ` (finalizers: ${x.finalizers.join(', ')})` : ''}`).join(', ')}`;
+  }
+  if (finalizers.includes(ORPHAN_FINALIZER))
+    return `being deleted with Orphan: ${dependents.length} dependent(s) will lose their reference, then it goes`;
+  return finalizers.length
+    ? `being deleted; waiting for finalizers: ${finalizers.join(', ')}`
+    : 'being deleted';
+}
 
-  const seen = new Set<string>();
-  const down = async (
-    r: ResourceInfo,
-    obj: ObjectMeta,
-    depth: number,
-  ): Promise<ExplainedObject['dependents']> => {
-    if (depth > MAX_DEPTH) return [];
-    const out: ExplainedObject['dependents'] = [];
-    for (const dep of byOwner.get(obj.uid) ?? []) {
-      if (seen.has(dep.meta.uid)) continue;
-      seen.add(dep.meta.uid);
-      // Any of its references with this UID may block (two may share it).
-      const blocking = (dep.meta.ownerReferences ?? []).some(
-        (x) => x.uid === obj.uid && x.blockOwnerDeletion === true,
-      );
-      const explained = await describe(dep.r, dep.meta, depth + 1, false);
-      out.push({ ...explained, blockOwnerDeletion: blocking });
-    }
-    return out;
-  };
-  const describe = async (
+/** In plain words: what the garbage collector does with the object (decide(), as the workers do). */
+function statusOf(
+  obj: ObjectMeta,
+  owners: ExplainedOwner[],
+  dependents: ExplainedObject['dependents'],
+): string {
+  if (obj.deletionTimestamp) return deletionStatus(obj, dependents);
+  if (owners.length === 0) return 'no owner references: the garbage collector never deletes it';
+  const unresolvable = owners.find((o) => o.state === 'unresolvable');
+  if (unresolvable) return `${unresolvable.detail}`;
+  const decision = decide({
+    live: obj,
+    owners: owners.map((o) => ({
+      ref: o as OwnerReference,
+      state: o.state as ClassifiedOwner['state'],
+      detail: o.detail,
+    })),
+    dependents: dependents.map((x) => ({
+      uid: x.uid,
+      blockOwnerDeletion: x.blockOwnerDeletion,
+      deletingDependents: x.finalizers.includes(FOREGROUND_FINALIZER) && !!x.deletionTimestamp,
+      beingDeleted: !!x.deletionTimestamp,
+    })),
+  });
+  const reasons = owners.filter((o) => o.state !== 'solid').map((o) => o.detail);
+  switch (decision.action) {
+    case 'none':
+      return owners.some((o) => o.state === 'invalid')
+        ? 'a cluster-scoped object naming a namespaced owner kind: never collected'
+        : 'all owners exist: kept';
+    case 'removeOwnerReferences':
+      return `${reasons.join('; ')}: that reference will be removed, the object kept (another owner exists)`;
+    case 'delete':
+      return `${reasons.join('; ')}: will be collected (DELETE with propagationPolicy ${decision.policy})`;
+  }
+}
+
+/** Walks up the owner chain and down the dependents tree, each object once. */
+class Explainer {
+  private readonly seen = new Set<string>();
+  private readonly mapper: RestMapper;
+  private readonly api: GcApi;
+  private readonly byOwner: DependentsByOwner;
+
+  constructor(mapper: RestMapper, api: GcApi, byOwner: DependentsByOwner) {
+    this.mapper = mapper;
+    this.api = api;
+    this.byOwner = byOwner;
+  }
+
+  async describe(
     r: ResourceInfo,
     obj: ObjectMeta,
     depth: number,
     up: boolean,
-  ): Promise<ExplainedObject> => {
-    seen.add(obj.uid);
+  ): Promise<ExplainedObject> {
+    this.seen.add(obj.uid);
     const owners: ExplainedOwner[] = [];
-    for (const ref of obj.ownerReferences ?? []) {
-      const c = await classify(obj, ref);
-      const o: ExplainedOwner = {
-        apiVersion: ref.apiVersion,
-        kind: ref.kind,
-        name: ref.name,
-        uid: ref.uid,
-        controller: ref.controller === true,
-        blockOwnerDeletion: ref.blockOwnerDeletion === true,
-        state: c.owner?.state ?? 'unresolvable',
-        detail: c.detail,
-      };
-      if (up && depth < MAX_DEPTH && c.ownerResource && c.ownerMeta && !seen.has(c.ownerMeta.uid)) {
-        o.object = await describe(c.ownerResource, c.ownerMeta, depth + 1, true);
-      }
-      owners.push(o);
-    }
-    const dependents = up && depth > 0 ? [] : await down(r, obj, depth);
+    for (const ref of obj.ownerReferences ?? []) owners.push(await this.owner(obj, ref, depth, up));
+    const dependents = up && depth > 0 ? [] : await this.down(obj, depth);
     return {
       apiVersion: groupVersion(r),
       kind: r.kind,
@@ -276,8 +279,52 @@ export async function explain(
       owners,
       dependents,
     };
-  };
-  return describe(resource, live, 0, true);
+  }
+
+  /** One owner reference of `obj`, and (going up) the owner's own explanation. */
+  private async owner(
+    obj: ObjectMeta,
+    ref: OwnerReference,
+    depth: number,
+    up: boolean,
+  ): Promise<ExplainedOwner> {
+    const c = await classify(this.mapper, this.api, obj, ref);
+    const o: ExplainedOwner = {
+      apiVersion: ref.apiVersion,
+      kind: ref.kind,
+      name: ref.name,
+      uid: ref.uid,
+      controller: ref.controller === true,
+      blockOwnerDeletion: ref.blockOwnerDeletion === true,
+      state: c.owner?.state ?? 'unresolvable',
+      detail: c.detail,
+    };
+    if (
+      up &&
+      depth < MAX_DEPTH &&
+      c.ownerResource &&
+      c.ownerMeta &&
+      !this.seen.has(c.ownerMeta.uid)
+    )
+      o.object = await this.describe(c.ownerResource, c.ownerMeta, depth + 1, true);
+    return o;
+  }
+
+  private async down(obj: ObjectMeta, depth: number): Promise<ExplainedObject['dependents']> {
+    if (depth > MAX_DEPTH) return [];
+    const out: ExplainedObject['dependents'] = [];
+    for (const dep of this.byOwner.get(obj.uid) ?? []) {
+      if (this.seen.has(dep.meta.uid)) continue;
+      this.seen.add(dep.meta.uid);
+      // Any of its references with this UID may block (two may share it).
+      const blocking = (dep.meta.ownerReferences ?? []).some(
+        (x) => x.uid === obj.uid && x.blockOwnerDeletion === true,
+      );
+      const explained = await this.describe(dep.r, dep.meta, depth + 1, false);
+      out.push({ ...explained, blockOwnerDeletion: blocking });
+    }
+    return out;
+  }
 }
 
 /** Human-readable rendering: the owner chain up, then the dependents tree down. */

@@ -512,161 +512,36 @@ export class MetadataInformer {
    * happens after it, on the same stream.
    */
   private async watch(fromVersion: string | undefined): Promise<void> {
-    // While set, the stream is still delivering the initial events.
-    let listing: { seen: Set<string> } | undefined =
-      fromVersion === undefined ? { seen: new Set() } : undefined;
-    const timeoutSec = Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random()));
-    const abort = new AbortController();
-    this.abort = abort;
+    const st: WatchStream = {
+      listing: fromVersion === undefined ? { seen: new Set() } : undefined,
+      gone: false,
+      abort: new AbortController(),
+      started: Date.now(),
+      timeoutSec: Math.round(this.opts.minWatchTimeoutSec * (1 + Math.random())),
+    };
+    this.abort = st.abort;
     // stop() may have come while the LIST was in flight: it aborted nothing
     // then, and a watch opened now would hold stop() for a whole watch cycle.
     if (!this.running) return;
-    const started = Date.now();
-    // Restart a stream that has said nothing (not even a bookmark) well past its timeout.
-    const watchdog = setInterval(
-      () => {
-        if (
-          Date.now() - Math.max(started, this.lastActivity) >
-          timeoutSec * 1000 + this.opts.watchdogGraceMs
-        ) {
-          this.gap = true;
-          this.log.warn('watch stream silent; restarting it', {
-            resource: this.resource.resource,
-            group: this.resource.group,
-          });
-          abort.abort();
-        }
-      },
-      Math.min(this.opts.watchdogGraceMs, 30_000),
-    );
-    watchdog.unref();
-    let quiet: NodeJS.Timeout | undefined;
-    if (listing) {
-      const quietMs = this.opts.watchListQuietMs;
-      const deadlineMs = this.opts.watchListDeadlineMs;
-      quiet = setInterval(
-        () => {
-          if (!listing) return;
-          const now = Date.now();
-          if (now - started > deadlineMs)
-            this.useListPages(`no initial-events-end bookmark within ${deadlineMs} ms`);
-          else if (now - Math.max(started, this.lastActivity) > quietMs)
-            this.useListPages(`no initial-events-end bookmark after ${quietMs} ms of silence`);
-          else return;
-          abort.abort();
-        },
-        Math.max(10, Math.min(quietMs / 4, deadlineMs / 4, 1000)),
-      );
-      quiet.unref();
-    }
-    let gone = false;
-    const handle = (ev: WatchFrame): void => {
-      switch (ev.type) {
-        case 'ADDED':
-        case 'MODIFIED':
-        case 'DELETED': {
-          const meta = ev.meta;
-          if (!meta) return;
-          if (listing) {
-            // Initial events come in key order, not resourceVersion order:
-            // none of theirs is a point to resume from.
-            if (ev.type === 'DELETED') {
-              listing.seen.delete(meta.uid);
-              this.known.uids.delete(meta.uid);
-              this.sink({ type: 'delete', resource: this.resource, meta });
-            } else {
-              listing.seen.add(meta.uid);
-              this.sinkListed(meta);
-            }
-            return;
-          }
-          if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
-          if (ev.type === 'DELETED') this.known.uids.delete(meta.uid);
-          else this.known.uids.add(meta.uid);
-          this.sink({
-            type: ev.type === 'DELETED' ? 'delete' : 'upsert',
-            resource: this.resource,
-            meta,
-          });
-          return;
-        }
-        case 'BOOKMARK': {
-          const rv = ev.resourceVersion;
-          if (listing) {
-            // Only the bookmark that ends the initial events ends the list.
-            if (!ev.initialEventsEnd || !rv) return;
-            const { seen } = listing;
-            listing = undefined;
-            this.resourceVersion = rv;
-            this.listed(seen);
-            this.gap = false;
-            return;
-          }
-          if (rv) this.resourceVersion = rv;
-          return;
-        }
-        case 'ERROR':
-          this.gap = true;
-          if (ev.status?.code === 410) gone = true;
-          else this.lastError = ev.status?.message;
-          abort.abort();
-          return;
-      }
-    };
+    const watchdog = this.startWatchdog(st);
+    const quiet = st.listing ? this.startWatchListDeadline(st) : undefined;
     try {
       await this.client.stream(
         collectionPath(this.resource),
         {
           accept: this.protobuf ? PROTOBUF_METADATA_ACCEPT : METADATA_ACCEPT,
-          query: listing
-            ? {
-                watch: true,
-                sendInitialEvents: true,
-                resourceVersionMatch: 'NotOlderThan',
-                allowWatchBookmarks: true,
-                timeoutSeconds: timeoutSec,
-              }
-            : {
-                watch: true,
-                allowWatchBookmarks: true,
-                resourceVersion: fromVersion,
-                timeoutSeconds: timeoutSec,
-              },
-          signal: abort.signal,
+          query: watchQuery(st, fromVersion),
+          signal: st.abort.signal,
         },
         () => {
           // Allowed; but a watch-list has no gap-free view until its initial events are in.
           this.forbidden = false;
           // A watch from a known resourceVersion replays everything after
           // it: from here on, what it delivers continues what was delivered.
-          if (this.gap && !listing) this.gap = false;
+          if (this.gap && !st.listing) this.gap = false;
         },
-        (line) => {
-          this.lastActivity = Date.now();
-          if (gone) return;
-          const ev = jsonWatchEvent(line);
-          if (!ev) {
-            this.malformed(line);
-            abort.abort();
-            return;
-          }
-          handle(ev);
-        },
-        (frame) => {
-          this.lastActivity = Date.now();
-          if (gone) return;
-          let ev: WatchFrame;
-          try {
-            ev = decodeWatchFrame(frame);
-          } catch (err) {
-            if (!(err instanceof ProtobufDecodeError)) throw err;
-            this.malformed(`(protobuf frame of ${frame.length} bytes) ${err.message}`);
-            this.useJson(err.message);
-            abort.abort();
-            return;
-          }
-          handle(ev);
-        },
+        (line) => this.onJsonLine(st, line),
+        (frame) => this.onProtobufFrame(st, frame),
       );
     } catch (err) {
       if (err instanceof ApiError && err.status === 410) throw new GoneError();
@@ -681,8 +556,171 @@ export class MetadataInformer {
     }
     // No stream is delivering until the next one opens, however this one ended.
     this.gap = true;
-    if (gone) throw new GoneError();
+    if (st.gone) throw new GoneError();
     // A stream that ran to its end (server timeout) shows the resource is being watched.
-    if (!abort.signal.aborted) this.lastActivity = Date.now();
+    if (!st.abort.signal.aborted) this.lastActivity = Date.now();
   }
+
+  /** Restarts a stream that has said nothing (not even a bookmark) well past its timeout. */
+  private startWatchdog(st: WatchStream): NodeJS.Timeout {
+    const watchdog = setInterval(
+      () => {
+        if (
+          Date.now() - Math.max(st.started, this.lastActivity) >
+          st.timeoutSec * 1000 + this.opts.watchdogGraceMs
+        ) {
+          this.gap = true;
+          this.log.warn('watch stream silent; restarting it', {
+            resource: this.resource.resource,
+            group: this.resource.group,
+          });
+          st.abort.abort();
+        }
+      },
+      Math.min(this.opts.watchdogGraceMs, 30_000),
+    );
+    watchdog.unref();
+    return watchdog;
+  }
+
+  /**
+   * A watch-list whose initial-events-end bookmark does not come (a server
+   * without the feature sends the events and then nothing): paged LISTs instead.
+   */
+  private startWatchListDeadline(st: WatchStream): NodeJS.Timeout {
+    const quietMs = this.opts.watchListQuietMs;
+    const deadlineMs = this.opts.watchListDeadlineMs;
+    const quiet = setInterval(
+      () => {
+        if (!st.listing) return;
+        const now = Date.now();
+        if (now - st.started > deadlineMs)
+          this.useListPages(`no initial-events-end bookmark within ${deadlineMs} ms`);
+        else if (now - Math.max(st.started, this.lastActivity) > quietMs)
+          this.useListPages(`no initial-events-end bookmark after ${quietMs} ms of silence`);
+        else return;
+        st.abort.abort();
+      },
+      Math.max(10, Math.min(quietMs / 4, deadlineMs / 4, 1000)),
+    );
+    quiet.unref();
+    return quiet;
+  }
+
+  private onJsonLine(st: WatchStream, line: string): void {
+    this.lastActivity = Date.now();
+    if (st.gone) return;
+    const ev = jsonWatchEvent(line);
+    if (!ev) {
+      this.malformed(line);
+      st.abort.abort();
+      return;
+    }
+    this.onEvent(st, ev);
+  }
+
+  private onProtobufFrame(st: WatchStream, frame: Uint8Array): void {
+    this.lastActivity = Date.now();
+    if (st.gone) return;
+    let ev: WatchFrame;
+    try {
+      ev = decodeWatchFrame(frame);
+    } catch (err) {
+      if (!(err instanceof ProtobufDecodeError)) throw err;
+      this.malformed(`(protobuf frame of ${frame.length} bytes) ${err.message}`);
+      this.useJson(err.message);
+      st.abort.abort();
+      return;
+    }
+    this.onEvent(st, ev);
+  }
+
+  private onEvent(st: WatchStream, ev: WatchFrame): void {
+    switch (ev.type) {
+      case 'ADDED':
+      case 'MODIFIED':
+      case 'DELETED':
+        if (ev.meta) this.onObjectEvent(st, ev.type, ev.meta);
+        return;
+      case 'BOOKMARK':
+        this.onBookmark(st, ev);
+        return;
+      case 'ERROR':
+        this.gap = true;
+        if (ev.status?.code === 410) st.gone = true;
+        else this.lastError = ev.status?.message;
+        st.abort.abort();
+        return;
+    }
+  }
+
+  private onObjectEvent(
+    st: WatchStream,
+    type: 'ADDED' | 'MODIFIED' | 'DELETED',
+    meta: ObjectMeta,
+  ): void {
+    if (st.listing) {
+      // Initial events come in key order, not resourceVersion order:
+      // none of theirs is a point to resume from.
+      if (type === 'DELETED') {
+        st.listing.seen.delete(meta.uid);
+        this.known.uids.delete(meta.uid);
+        this.sink({ type: 'delete', resource: this.resource, meta });
+      } else {
+        st.listing.seen.add(meta.uid);
+        this.sinkListed(meta);
+      }
+      return;
+    }
+    if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
+    if (type === 'DELETED') this.known.uids.delete(meta.uid);
+    else this.known.uids.add(meta.uid);
+    this.sink({ type: type === 'DELETED' ? 'delete' : 'upsert', resource: this.resource, meta });
+  }
+
+  private onBookmark(st: WatchStream, ev: WatchFrame): void {
+    const rv = ev.resourceVersion;
+    if (st.listing) {
+      // Only the bookmark that ends the initial events ends the list.
+      if (!ev.initialEventsEnd || !rv) return;
+      const { seen } = st.listing;
+      st.listing = undefined;
+      this.resourceVersion = rv;
+      this.listed(seen);
+      this.gap = false;
+      return;
+    }
+    if (rv) this.resourceVersion = rv;
+  }
+}
+
+/** One watch stream's own state, shared by its callbacks. */
+interface WatchStream {
+  /** While set, the stream is still delivering a watch-list's initial events. */
+  listing: { seen: Set<string> } | undefined;
+  /** The server said 410 Gone: a new list is needed. */
+  gone: boolean;
+  abort: AbortController;
+  started: number;
+  timeoutSec: number;
+}
+
+function watchQuery(
+  st: WatchStream,
+  fromVersion: string | undefined,
+): Record<string, string | number | boolean | undefined> {
+  return st.listing
+    ? {
+        watch: true,
+        sendInitialEvents: true,
+        resourceVersionMatch: 'NotOlderThan',
+        allowWatchBookmarks: true,
+        timeoutSeconds: st.timeoutSec,
+      }
+    : {
+        watch: true,
+        allowWatchBookmarks: true,
+        resourceVersion: fromVersion,
+        timeoutSeconds: st.timeoutSec,
+      };
 }

@@ -36,60 +36,6 @@ const BLOCKER_ORDER: Record<BlockerState, number> = {
 export function stuckDeletions(ix: SnapshotIndex): StuckDeletion[] {
   const obj = ix.s.objects;
   const { ref, finalizersOf, blockingDeps, dependentCount, listedByGr, nowS } = ix;
-  const holder = (i: number, finalizers: string[]): Holder => {
-    const deleted = obj.deleted.get(i);
-    return {
-      object: ref(i),
-      finalizers,
-      deleting: deleted > 0,
-      deletingSince: deleted > 0 ? isoSeconds(deleted) : null,
-    };
-  };
-  const blockersOf = (root: number): { blockers: Blocker[]; total: number } => {
-    const found: Blocker[] = [];
-    let total = 0;
-    let visits = 0;
-    const path: number[] = [root];
-    const onPath = new Set<number>([root]);
-    const done = new Set<number>();
-    const leaf = (state: BlockerState, heldBy: Holder | null): void => {
-      total++;
-      // Keep the best MAX_BLOCKERS; sorted at the end.
-      found.push({ chain: path.map(ref), state, heldBy });
-      if (found.length > MAX_BLOCKERS * 4) {
-        found.sort(compareBlockers);
-        found.length = MAX_BLOCKERS;
-      }
-    };
-    const visit = (d: number): void => {
-      if (++visits > WALK_BUDGET || done.has(d)) return;
-      path.push(d);
-      if (onPath.has(d)) leaf('cycle', null);
-      else if (path.length > MAX_CHAIN) leaf('too-deep', null);
-      else {
-        onPath.add(d);
-        const f = finalizersOf(d);
-        const foreign = f.filter((x) => !GC_FINALIZERS.has(x));
-        const deleting = obj.deleted.get(d) > 0;
-        const heldBy = foreign.length ? holder(d, foreign) : null;
-        if (deleting && f.includes(FOREGROUND_FINALIZER)) {
-          const kids = blockingDeps.get(obj.uid[d] as string) ?? [];
-          if (kids.length) for (const k of kids) visit(k);
-          else leaf(heldBy ? 'foreign-finalizer' : 'awaiting-gc', heldBy);
-        } else if (!deleting) leaf('not-deleted', heldBy);
-        else if (heldBy) leaf('foreign-finalizer', heldBy);
-        else if (f.includes(ORPHAN_FINALIZER)) leaf('orphaning', null);
-        else leaf('graceful', null);
-        onPath.delete(d);
-        done.add(d);
-      }
-      path.pop();
-    };
-    for (const d of blockingDeps.get(obj.uid[root] as string) ?? []) visit(d);
-    found.sort(compareBlockers);
-    return { blockers: found.slice(0, MAX_BLOCKERS), total };
-  };
-
   const findings: StuckDeletion[] = [];
   const namespacesRes = listedByGr.get('/namespaces');
   for (let i = 0; i < obj.length; i++) {
@@ -101,38 +47,17 @@ export function stuckDeletions(ix: SnapshotIndex): StuckDeletion[] {
     const foreign = f.filter((x) => !GC_FINALIZERS.has(x));
     const age = Math.max(0, nowS - deleted);
     const self = ref(i);
-    const own = foreign.length ? holder(i, foreign) : null;
+    const own = foreign.length ? holder(ix, i, foreign) : null;
     const { blockers, total } = f.includes(FOREGROUND_FINALIZER)
-      ? blockersOf(i)
+      ? blockersOf(ix, i)
       : { blockers: [], total: 0 };
     const first = blockers[0];
-    let reason: string;
-    let detail: string;
-    const ownPart = foreign.length
-      ? `held by ${foreign.length === 1 ? 'finalizer' : 'finalizers'} ${foreign.join(', ')} for ${formatAge(age)} (since its deletionTimestamp): whatever controller owns ${foreign.length === 1 ? 'it' : 'them'} has not removed ${foreign.length === 1 ? 'it' : 'them'}`
-      : '';
-    if (f.includes(FOREGROUND_FINALIZER)) {
-      if (first) {
-        reason = 'waiting-for-dependents';
-        detail = `foregroundDeletion: waiting for ${plural(blockingDeps.get(uid)?.length ?? 0, 'blocking dependent')}; ${describeBlocker(first)}${total > 1 ? ` (and ${total - 1} more)` : ''}`;
-      } else {
-        reason = 'foreground-no-blockers';
-        detail =
-          'foregroundDeletion with no blocking dependent left: the garbage collector removes that finalizer (is one running?)';
-      }
-      if (ownPart) detail += `; then ${ownPart}`;
-    } else if (f.includes(ORPHAN_FINALIZER)) {
-      reason = 'orphaning';
-      detail = `orphan: the garbage collector removes the references of its ${plural(dependentCount.get(uid) ?? 0, 'dependent')}, then this finalizer (is one running?)`;
-      if (ownPart) detail += `; then ${ownPart}`;
-    } else if (foreign.length) {
-      reason = 'foreign-finalizers';
-      detail = ownPart;
-    } else {
-      reason = 'graceful';
-      detail =
-        'no finalizers: a graceful deletion still running (a Pod waits for its kubelet to confirm)';
-    }
+    const { reason, detail } = whyStuck(f, foreign, age, {
+      blocking: blockingDeps.get(uid)?.length ?? 0,
+      dependents: dependentCount.get(uid) ?? 0,
+      first,
+      total,
+    });
     findings.push({
       kind: 'stuck-deletion',
       object: self,
@@ -153,6 +78,103 @@ export function stuckDeletions(ix: SnapshotIndex): StuckDeletion[] {
     });
   }
   return findings;
+}
+
+function holder(ix: SnapshotIndex, i: number, finalizers: string[]): Holder {
+  const deleted = ix.s.objects.deleted.get(i);
+  return {
+    object: ix.ref(i),
+    finalizers,
+    deleting: deleted > 0,
+    deletingSince: deleted > 0 ? isoSeconds(deleted) : null,
+  };
+}
+
+/** The reason and the one-line detail of an object being deleted, from its finalizers. */
+function whyStuck(
+  f: string[],
+  foreign: string[],
+  age: number,
+  dependents: { blocking: number; dependents: number; first: Blocker | undefined; total: number },
+): { reason: string; detail: string } {
+  const { first, total } = dependents;
+  const ownPart = foreign.length
+    ? `held by ${foreign.length === 1 ? 'finalizer' : 'finalizers'} ${foreign.join(', ')} for ${formatAge(age)} (since its deletionTimestamp): whatever controller owns ${foreign.length === 1 ? 'it' : 'them'} has not removed ${foreign.length === 1 ? 'it' : 'them'}`
+    : '';
+  const then = ownPart ? `; then ${ownPart}` : '';
+  if (f.includes(FOREGROUND_FINALIZER)) {
+    if (first)
+      return {
+        reason: 'waiting-for-dependents',
+        detail: `foregroundDeletion: waiting for ${plural(dependents.blocking, 'blocking dependent')}; ${describeBlocker(first)}${total > 1 ? ` (and ${total - 1} more)` : ''}${then}`,
+      };
+    return {
+      reason: 'foreground-no-blockers',
+      detail: `foregroundDeletion with no blocking dependent left: the garbage collector removes that finalizer (is one running?)${then}`,
+    };
+  }
+  if (f.includes(ORPHAN_FINALIZER))
+    return {
+      reason: 'orphaning',
+      detail: `orphan: the garbage collector removes the references of its ${plural(dependents.dependents, 'dependent')}, then this finalizer (is one running?)${then}`,
+    };
+  if (foreign.length) return { reason: 'foreign-finalizers', detail: ownPart };
+  return {
+    reason: 'graceful',
+    detail:
+      'no finalizers: a graceful deletion still running (a Pod waits for its kubelet to confirm)',
+  };
+}
+
+/**
+ * The blocking dependents that hold an object in foreground deletion, walked
+ * down through dependents that are themselves in foreground deletion: the
+ * best MAX_BLOCKERS, and how many there are.
+ */
+function blockersOf(ix: SnapshotIndex, root: number): { blockers: Blocker[]; total: number } {
+  const obj = ix.s.objects;
+  const found: Blocker[] = [];
+  let total = 0;
+  let visits = 0;
+  const path: number[] = [root];
+  const onPath = new Set<number>([root]);
+  const done = new Set<number>();
+  const leaf = (state: BlockerState, heldBy: Holder | null): void => {
+    total++;
+    // Keep the best MAX_BLOCKERS; sorted at the end.
+    found.push({ chain: path.map(ix.ref), state, heldBy });
+    if (found.length > MAX_BLOCKERS * 4) {
+      found.sort(compareBlockers);
+      found.length = MAX_BLOCKERS;
+    }
+  };
+  const visit = (d: number): void => {
+    if (++visits > WALK_BUDGET || done.has(d)) return;
+    path.push(d);
+    if (onPath.has(d)) leaf('cycle', null);
+    else if (path.length > MAX_CHAIN) leaf('too-deep', null);
+    else {
+      onPath.add(d);
+      const f = ix.finalizersOf(d);
+      const foreign = f.filter((x) => !GC_FINALIZERS.has(x));
+      const deleting = obj.deleted.get(d) > 0;
+      const heldBy = foreign.length ? holder(ix, d, foreign) : null;
+      if (deleting && f.includes(FOREGROUND_FINALIZER)) {
+        const kids = ix.blockingDeps.get(obj.uid[d] as string) ?? [];
+        if (kids.length) for (const k of kids) visit(k);
+        else leaf(heldBy ? 'foreign-finalizer' : 'awaiting-gc', heldBy);
+      } else if (!deleting) leaf('not-deleted', heldBy);
+      else if (heldBy) leaf('foreign-finalizer', heldBy);
+      else if (f.includes(ORPHAN_FINALIZER)) leaf('orphaning', null);
+      else leaf('graceful', null);
+      onPath.delete(d);
+      done.add(d);
+    }
+    path.pop();
+  };
+  for (const d of ix.blockingDeps.get(obj.uid[root] as string) ?? []) visit(d);
+  found.sort(compareBlockers);
+  return { blockers: found.slice(0, MAX_BLOCKERS), total };
 }
 
 function compareBlockers(a: Blocker, b: Blocker): number {

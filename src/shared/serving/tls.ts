@@ -283,82 +283,141 @@ export async function servingCertificate(
   if ((certFile === undefined || certFile === '') !== (keyFile === undefined || keyFile === '')) {
     throw new Error('--tls-cert-file and --tls-private-key-file must be given together');
   }
-
-  if (!certFile || !keyFile) {
-    const { certPem, keyPem } = generateSelfSignedCertificate({ hosts: opts.hosts, ips: opts.ips });
-    log.info('serving certificate generated (self-signed)', {
-      ...summary(new crypto.X509Certificate(certPem)),
-      hosts: opts.hosts,
-      ips: opts.ips,
-    });
-    return {
-      cert: certPem,
-      key: keyPem,
-      source: 'self-signed',
-      polls: 0,
-      watch: () => undefined,
-      close: () => undefined,
-    };
-  }
-
-  const read = async (file: string, flag: string): Promise<string> => {
-    try {
-      return await fsp.readFile(file, 'utf8');
-    } catch (err) {
-      throw new Error(`${flag} ${file}: cannot read: ${message(err)}`);
-    }
-  };
-  let cert = await read(certFile, '--tls-cert-file');
-  let key = await read(keyFile, '--tls-private-key-file');
+  if (!certFile || !keyFile) return selfSigned(opts);
+  const cert = await readFlagFile(certFile, '--tls-cert-file');
+  const key = await readFlagFile(keyFile, '--tls-private-key-file');
   log.info('serving certificate loaded', {
     certFile,
     keyFile,
     ...summary(validatePair(cert, key, certFile, keyFile)),
   });
+  return new FileCertificate(certFile, keyFile, { cert, key }, log, opts.pollIntervalMs ?? 10_000);
+}
 
-  const pollIntervalMs = opts.pollIntervalMs ?? 10_000;
-  const servers = new Map<tls.Server, tls.SecureContextOptions>();
-  let timer: NodeJS.Timeout | undefined;
-  let closed = false;
-  let polls = 0;
-  // A hash, not the content, so no stale private key lingers in memory.
-  let lastRejected: string | undefined;
+function selfSigned(opts: ServingCertificateOptions): ServingCertificate {
+  const { certPem, keyPem } = generateSelfSignedCertificate({ hosts: opts.hosts, ips: opts.ips });
+  opts.log.info('serving certificate generated (self-signed)', {
+    ...summary(new crypto.X509Certificate(certPem)),
+    hosts: opts.hosts,
+    ips: opts.ips,
+  });
+  return {
+    cert: certPem,
+    key: keyPem,
+    source: 'self-signed',
+    polls: 0,
+    watch: () => undefined,
+    close: () => undefined,
+  };
+}
 
-  const poll = async (): Promise<void> => {
+async function readFlagFile(file: string, flag: string): Promise<string> {
+  try {
+    return await fsp.readFile(file, 'utf8');
+  } catch (err) {
+    throw new Error(`${flag} ${file}: cannot read: ${message(err)}`);
+  }
+}
+
+/** A pair from --tls-cert-file and --tls-private-key-file, reloaded when the files change. */
+class FileCertificate implements ServingCertificate {
+  readonly source = 'files';
+  private pair: { cert: string; key: string };
+  private readonly servers = new Map<tls.Server, tls.SecureContextOptions>();
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private completedPolls = 0;
+  /** A hash, not the content, so no stale private key lingers in memory. */
+  private lastRejected: string | undefined;
+  private readonly certFile: string;
+  private readonly keyFile: string;
+  private readonly log: Logger;
+  private readonly pollIntervalMs: number;
+
+  constructor(
+    certFile: string,
+    keyFile: string,
+    pair: { cert: string; key: string },
+    log: Logger,
+    pollIntervalMs: number,
+  ) {
+    this.certFile = certFile;
+    this.keyFile = keyFile;
+    this.pair = pair;
+    this.log = log;
+    this.pollIntervalMs = pollIntervalMs;
+  }
+
+  get cert(): string {
+    return this.pair.cert;
+  }
+  get key(): string {
+    return this.pair.key;
+  }
+  get polls(): number {
+    return this.completedPolls;
+  }
+
+  watch(server: tls.Server, base: tls.SecureContextOptions = {}): void {
+    if (this.closed) throw new Error('serving certificate is closed');
+    this.servers.set(server, base);
+    // The files may have changed since they were loaded.
+    server.setSecureContext({ ...base, ...this.pair });
+    if (this.timer === undefined) this.schedule();
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.servers.clear();
+  }
+
+  private schedule(): void {
+    if (this.closed) return;
+    // A chain of timeouts rather than an interval: a slow read never overlaps the next.
+    this.timer = setTimeout(() => {
+      this.poll()
+        .catch((err: unknown) =>
+          this.log.error('serving certificate poll failed', { error: message(err) }),
+        )
+        .finally(() => {
+          this.completedPolls++;
+          this.schedule();
+        });
+    }, this.pollIntervalMs);
+    this.timer.unref();
+  }
+
+  private async poll(): Promise<void> {
+    const { certFile, keyFile } = this;
     let next: { cert: string; key: string } | { error: string };
     try {
       // Contents, not mtimes: a Secret volume swaps its ..data symlink, and the new
       // files may carry any mtime.
-      const [c, k] = await Promise.all([
-        read(certFile, '--tls-cert-file'),
-        read(keyFile, '--tls-private-key-file'),
+      const [cert, key] = await Promise.all([
+        readFlagFile(certFile, '--tls-cert-file'),
+        readFlagFile(keyFile, '--tls-private-key-file'),
       ]);
-      next = { cert: c, key: k };
+      next = { cert, key };
     } catch (err) {
       next = { error: message(err) };
     }
-    if ('cert' in next && next.cert === cert && next.key === key) {
-      lastRejected = undefined;
+    if ('cert' in next && next.cert === this.pair.cert && next.key === this.pair.key) {
+      this.lastRejected = undefined;
       return;
     }
-    let x509: crypto.X509Certificate | undefined;
     let error = 'error' in next ? next.error : undefined;
     if ('cert' in next) {
       try {
-        const checked = validatePair(next.cert, next.key, certFile, keyFile);
-        for (const [server, base] of servers)
-          server.setSecureContext({ ...base, cert: next.cert, key: next.key });
-        x509 = checked;
+        const x509 = validatePair(next.cert, next.key, certFile, keyFile);
+        for (const [server, base] of this.servers) server.setSecureContext({ ...base, ...next });
+        this.pair = next;
+        this.lastRejected = undefined;
+        this.log.info('serving certificate reloaded', { certFile, keyFile, ...summary(x509) });
+        return;
       } catch (err) {
         error = message(err);
       }
-    }
-    if (x509 && 'cert' in next) {
-      cert = next.cert;
-      key = next.key;
-      lastRejected = undefined;
-      log.info('serving certificate reloaded', { certFile, keyFile, ...summary(x509) });
-      return;
     }
     // Mid-rotation a poll may see a new cert beside the old key; each distinct state is
     // reported once rather than every interval.
@@ -366,54 +425,13 @@ export async function servingCertificate(
       .createHash('sha256')
       .update('cert' in next ? `${next.cert}\0${next.key}` : `error\0${error}`)
       .digest('hex');
-    if (fingerprint !== lastRejected) {
-      lastRejected = fingerprint;
-      log.error('serving certificate not reloaded; still serving the previous one', {
+    if (fingerprint !== this.lastRejected) {
+      this.lastRejected = fingerprint;
+      this.log.error('serving certificate not reloaded; still serving the previous one', {
         certFile,
         keyFile,
         error,
       });
     }
-  };
-
-  const schedule = (): void => {
-    if (closed) return;
-    // A chain of timeouts rather than an interval: a slow read never overlaps the next.
-    timer = setTimeout(() => {
-      poll()
-        .catch((err: unknown) =>
-          log.error('serving certificate poll failed', { error: message(err) }),
-        )
-        .finally(() => {
-          polls++;
-          schedule();
-        });
-    }, pollIntervalMs);
-    timer.unref();
-  };
-
-  return {
-    get cert() {
-      return cert;
-    },
-    get key() {
-      return key;
-    },
-    source: 'files',
-    get polls() {
-      return polls;
-    },
-    watch(server, base = {}) {
-      if (closed) throw new Error('serving certificate is closed');
-      servers.set(server, base);
-      // The files may have changed since they were loaded.
-      server.setSecureContext({ ...base, cert, key });
-      if (timer === undefined) schedule();
-    },
-    close() {
-      closed = true;
-      if (timer !== undefined) clearTimeout(timer);
-      servers.clear();
-    },
-  };
+  }
 }

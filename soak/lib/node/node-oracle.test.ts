@@ -130,6 +130,15 @@ describe('N2 and N3', () => {
     ];
     expect(removeC1({ snapshots: snaps, samples })).toEqual([]);
   });
+  test('under pressure, a pod that turned Succeeded between the snapshots may have been seen terminated: none; Running on both sides: N2', () => {
+    const samples = [
+      { t: 495, diskPressure: false, evicted: [], pressure: true, fillersPresent: 3 },
+    ];
+    const turned = around({ phase: 'Running' }, { phase: 'Succeeded' });
+    expect(removeC1({ snapshots: turned, samples })).toEqual([]);
+    expect(removeC1({ snapshots: turned })).toEqual(['N2']);
+    expect(removeC1({ snapshots: around({ phase: 'Running' }), samples })).toEqual(['N2']);
+  });
   test('a container the API reports running on both sides of its removal: N3', () => {
     const snaps = around({ phase: 'Running', running: ['c1'] });
     expect(removeC1({ snapshots: snaps })).toEqual(['N3']);

@@ -192,6 +192,18 @@ function pressureAt(samples: NodeSample[], t: number): boolean {
 }
 
 /**
+ * Whether the pod may have been terminated when a removal between the two
+ * snapshots happened. A phase never leaves Succeeded or Failed, so a pod
+ * terminated in the snapshot after the removal became so somewhere between
+ * the two (about a second apart): a GC that read the pod in that second may
+ * have seen it terminated, and the oracle cannot say it did not. (A pod that
+ * never terminates, a restarting Deployment's, is judged on both sides.)
+ */
+function terminalBy([before, after]: [PodView, PodView]): boolean {
+  return TERMINAL.has(before.phase) || TERMINAL.has(after.phase);
+}
+
+/**
  * N2: no container, sandbox or log directory of a pod that exists is removed,
  * except an older one of the same container (or sandbox) of that pod (the
  * kubelet's own per-container limit), or under pressure one of a terminated
@@ -226,11 +238,11 @@ function n2n3(i: Inputs, out: Violation[]): void {
         o.created <= t,
     );
     if (newer) continue;
-    if (pressureAt(i.samples, t) && TERMINAL.has(p.phase)) continue;
+    if (pressureAt(i.samples, t) && terminalBy(steady)) continue;
     out.push({
       invariant: 'N2',
       t,
-      what: `the last ${what} ${c.id.slice(0, 12)} of pod ${p.namespace}/${p.name} (${p.phase}) was removed while the pod exists`,
+      what: `the last ${what} ${c.id.slice(0, 12)} of pod ${p.namespace}/${p.name} (${p.phase}, then ${steady[1].phase}) was removed while the pod exists`,
     });
   }
   for (const g of i.logDirsGone) {
@@ -238,7 +250,7 @@ function n2n3(i: Inputs, out: Violation[]): void {
     if (!pair) continue;
     const steady = steadyPods(pair).get(g.podUid);
     if (!steady) continue;
-    if (pressureAt(i.samples, g.t) && TERMINAL.has(steady[0].phase)) continue;
+    if (pressureAt(i.samples, g.t) && terminalBy(steady)) continue;
     out.push({
       invariant: 'N2',
       t: g.t,

@@ -79,6 +79,19 @@ const twoContexts = path.join(dir, 'two-contexts.json');
   await fs.writeFile(twoContexts, JSON.stringify(kc), { mode: 0o600 });
 }
 
+/** `kubectl gc explain` of the leaked ConfigMap, as JSON, with --kubeconfig and -n. */
+const EXPLAIN_LEAK = [
+  'gc',
+  'explain',
+  'configmap/leak',
+  '-n',
+  ns,
+  '-o',
+  'json',
+  '--kubeconfig',
+  cluster.kubeconfig,
+];
+
 const explained = (r: Run): ExplainedObject => {
   if (r.code !== 0) throw new Error(`kubectl gc explain exited ${r.code}: ${r.stderr}`);
   return JSON.parse(r.stdout) as ExplainedObject;
@@ -93,19 +106,7 @@ test('kubectl finds the plugin that npm ci installed', async () => {
 });
 
 test('kubectl gc explain with --kubeconfig and -n; and with KUBECONFIG', async () => {
-  const withFlag = explained(
-    await kubectl([
-      'gc',
-      'explain',
-      'configmap/leak',
-      '-n',
-      ns,
-      '-o',
-      'json',
-      '--kubeconfig',
-      cluster.kubeconfig,
-    ]),
-  );
+  const withFlag = explained(await kubectl(EXPLAIN_LEAK));
   expect(withFlag.name).toBe('leak');
   expect(withFlag.namespace).toBe(ns);
   expect(withFlag.owners.map((o) => [o.name, o.state])).toEqual([['ghost', 'dangling']]);
@@ -217,21 +218,7 @@ describe('kubectl gc from krew', () => {
     const asUser = userPath(path.join(root, 'bin'));
     const list = await kubectl(['plugin', 'list'], {}, asUser);
     expect(list.stdout).toContain(path.join(root, 'bin', 'kubectl-gc'));
-    const r = await kubectl(
-      [
-        'gc',
-        'explain',
-        'configmap/leak',
-        '-n',
-        ns,
-        '-o',
-        'json',
-        '--kubeconfig',
-        cluster.kubeconfig,
-      ],
-      {},
-      asUser,
-    );
+    const r = await kubectl(EXPLAIN_LEAK, {}, asUser);
     expect(explained(r).owners.map((o) => [o.name, o.state])).toEqual([['ghost', 'dangling']]);
   }, 600_000);
 

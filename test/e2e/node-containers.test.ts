@@ -2,7 +2,9 @@
 // cap, the minimum TTL, unidentified containers, running containers, the
 // global cap with the per-unit average rule then oldest-first, and (with API
 // access) containers, sandboxes and log directories of pods deleted from the API,
-// and none of them when the node name is wrong (no such Node, or another node).
+// and none of them when the node name is wrong (no such Node, or another node);
+// and a container started between kubegc's listing and its removal (through a
+// CRI proxy that starts it when kubegc asks its status before the removal).
 import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
@@ -12,6 +14,7 @@ import { testNamespace } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
 import { nodeObject } from '../support/objects.ts';
 import { fileContainerd, type PodSandboxHandle } from '../support/containerd.ts';
+import { criProxy } from '../support/cri-proxy.ts';
 import { runNodeOnce } from '../support/kubegc-node.ts';
 
 const { cluster, c } = await e2e();
@@ -118,6 +121,47 @@ test('per-container cap, minimum TTL, unidentified and running containers, logs'
   expect(run.logged('removed dangling log symlink').map((l) => l.path)).toEqual([dangling]);
   // The pod's sandbox is ready: kept.
   expect(await h.sandboxIds()).toEqual(new Set([pod.id]));
+});
+
+test('a container started between the listing and its removal is kept (issue 33 item 3)', async () => {
+  const pod = await h.runPod({ name: 'race' });
+  // Attempt 0 created and never started, attempt 1 exited: both dead to the
+  // GC, and attempt 0 beyond the per-container cap of one.
+  const early = await h.runContainer(
+    pod,
+    {
+      name: 'job',
+      image: h.pause.name,
+      command: ['/bin/sleep', 'infinity'],
+      attempt: 0,
+      createOnly: true,
+    },
+    'created',
+  );
+  const later = await h.runContainer(
+    pod,
+    { name: 'job', image: h.pause.name, command: ['/bin/true'], attempt: 1 },
+    'exited',
+  );
+  let listed = false;
+  let started = false;
+  const proxy = await criProxy(h.endpoint, h.dir, async (method, request) => {
+    if (method === 'ListContainers') listed = true;
+    else if (method === 'ContainerStatus' && listed && !started && request.container_id === early) {
+      started = true;
+      await h.cri.call(h.cri.runtime, 'StartContainer', { container_id: early });
+    }
+  });
+  try {
+    const run = await runNodeOnce({ ...h, endpoint: proxy.endpoint }, []);
+    expect(run.code).toBe(0);
+    expect(started).toBe(true);
+    expect(await h.containerIds()).toEqual(new Set([early, later]));
+    expect(run.removedContainers()).toEqual([]);
+    expect(run.logged('kept container: no longer exited').map((l) => l.id)).toEqual([early]);
+  } finally {
+    await proxy.close();
+  }
 });
 
 test('global cap: an equal share per (pod, container) first, then the oldest', async () => {

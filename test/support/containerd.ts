@@ -96,6 +96,8 @@ export interface ContainerOptions {
   attempt?: number;
   /** Leave out the kubelet's labels (an "unidentified" container). */
   unlabelled?: boolean;
+  /** Create it only: a container in state created, never started. */
+  createOnly?: boolean;
 }
 
 export interface TestContainerd {
@@ -126,7 +128,7 @@ export interface TestContainerd {
     namespace?: string;
     attempt?: number;
   }): Promise<PodSandboxHandle>;
-  /** Creates and starts a container; with `waitFor`, waits for that state. */
+  /** Creates and starts a container (createOnly: creates it); with `waitFor`, waits for that state. */
   runContainer(
     pod: PodSandboxHandle,
     o: ContainerOptions,
@@ -362,7 +364,8 @@ state = "${state}"
           log_path: `${c.name}/${attempt}.log`,
         },
       });
-      await cri.call(cri.runtime, 'StartContainer', { container_id: r.container_id });
+      if (!c.createOnly)
+        await cri.call(cri.runtime, 'StartContainer', { container_id: r.container_id });
       if (waitFor) await waitForState(r.container_id, waitFor);
       return r.container_id;
     },

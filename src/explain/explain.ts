@@ -96,12 +96,22 @@ export async function explain(
     throw new ExplainError(
       `${groupResource(resource)} "${name}" not found${ns ? ` in namespace ${ns}` : ''}`,
     );
-  const byOwner = await dependentsByOwner(client, d.preferred, ns);
-  const explainer = new Explainer(new RestMapper(d.all), api, byOwner);
+  const dependents = await dependentsByOwner(client, d.preferred, ns);
+  const explainer = new Explainer(new RestMapper(d.all), api, dependents);
   return explainer.describe(resource, live, 0, true);
 }
 
 type DependentsByOwner = Map<string, { r: ResourceInfo; meta: ObjectMeta }[]>;
+
+interface Dependents {
+  byOwner: DependentsByOwner;
+  /**
+   * Resources whose LIST failed (403, a timeout...), with the error: their
+   * objects may reference the object, so no answer about its dependents is
+   * complete without them.
+   */
+  unlisted: string[];
+}
 
 /**
  * Everything that may reference the object, by owner UID: the namespace's
@@ -112,8 +122,9 @@ async function dependentsByOwner(
   client: KubeClient,
   preferred: ResourceInfo[],
   ns: string | undefined,
-): Promise<DependentsByOwner> {
+): Promise<Dependents> {
   const byOwner: DependentsByOwner = new Map();
+  const unlisted: string[] = [];
   const listable = preferred.filter(isDeletable).filter((r) => (ns ? r.namespaced : true));
   await Promise.all(
     listable.map(async (r) => {
@@ -128,7 +139,10 @@ async function dependentsByOwner(
             query: { limit: 500, continue: cont },
             verb: 'LIST',
           })
-          .catch(() => ({ items: [], metadata: { continue: undefined } }));
+          .catch((err: unknown) => {
+            unlisted.push(`${groupResource(r)} (${(err as Error).message.slice(0, 200)})`);
+            return { items: [], metadata: { continue: undefined } };
+          });
         for (const item of page.items ?? []) {
           const meta = trimMeta(item.metadata);
           for (const ref of meta?.ownerReferences ?? []) {
@@ -142,7 +156,7 @@ async function dependentsByOwner(
       } while (cont);
     }),
   );
-  return byOwner;
+  return { byOwner, unlisted: unlisted.sort() };
 }
 
 interface Classified {
@@ -191,17 +205,30 @@ async function classify(
   };
 }
 
-/** What happens to an object being deleted, and what it waits for. */
-function deletionStatus(obj: ObjectMeta, dependents: ExplainedObject['dependents']): string {
+/**
+ * What happens to an object being deleted, and what it waits for. `unlisted`:
+ * resources that could not be listed, whose dependents are unknown (a failed
+ * list is not an empty one).
+ */
+export function deletionStatus(
+  obj: ObjectMeta,
+  dependents: ExplainedObject['dependents'],
+  unlisted: readonly string[] = [],
+): string {
   const finalizers = obj.finalizers ?? [];
+  const unknown = unlisted.length
+    ? `; dependents in ${unlisted.join(', ')} are unknown: that list failed`
+    : '';
   if (finalizers.includes(FOREGROUND_FINALIZER)) {
     const blocking = dependents.filter((x) => x.blockOwnerDeletion);
     if (blocking.length === 0)
-      return 'deleting its dependents in the foreground: no blocking dependent left, the foregroundDeletion finalizer will be removed';
-    return `waiting for ${blocking.length} blocking dependent${blocking.length === 1 ? '' : 's'}: ${blocking.map((x) => `${x.kind} ${x.name}${x.finalizers.length ? ` (finalizers: ${x.finalizers.join(', ')})` : ''}`).join(', ')}`;
+      return unknown
+        ? `deleting its dependents in the foreground: no blocking dependent among the resources listed${unknown}`
+        : 'deleting its dependents in the foreground: no blocking dependent left, the foregroundDeletion finalizer will be removed';
+    return `waiting for ${blocking.length} blocking dependent${blocking.length === 1 ? '' : 's'}: ${blocking.map((x) => `${x.kind} ${x.name}${x.finalizers.length ? ` (finalizers: ${x.finalizers.join(', ')})` : ''}`).join(', ')}${unknown}`;
   }
   if (finalizers.includes(ORPHAN_FINALIZER))
-    return `being deleted with Orphan: ${dependents.length} dependent(s) will lose their reference, then it goes`;
+    return `being deleted with Orphan: ${dependents.length} dependent(s) will lose their reference, then it goes${unknown}`;
   return finalizers.length
     ? `being deleted; waiting for finalizers: ${finalizers.join(', ')}`
     : 'being deleted';
@@ -212,8 +239,9 @@ function statusOf(
   obj: ObjectMeta,
   owners: ExplainedOwner[],
   dependents: ExplainedObject['dependents'],
+  unlisted: readonly string[],
 ): string {
-  if (obj.deletionTimestamp) return deletionStatus(obj, dependents);
+  if (obj.deletionTimestamp) return deletionStatus(obj, dependents, unlisted);
   if (owners.length === 0) return 'no owner references: the garbage collector never deletes it';
   const unresolvable = owners.find((o) => o.state === 'unresolvable');
   if (unresolvable) return `${unresolvable.detail}`;
@@ -249,12 +277,12 @@ class Explainer {
   private readonly seen = new Set<string>();
   private readonly mapper: RestMapper;
   private readonly api: GcApi;
-  private readonly byOwner: DependentsByOwner;
+  private readonly dependents: Dependents;
 
-  constructor(mapper: RestMapper, api: GcApi, byOwner: DependentsByOwner) {
+  constructor(mapper: RestMapper, api: GcApi, dependents: Dependents) {
     this.mapper = mapper;
     this.api = api;
-    this.byOwner = byOwner;
+    this.dependents = dependents;
   }
 
   async describe(
@@ -275,7 +303,7 @@ class Explainer {
       uid: obj.uid,
       finalizers: obj.finalizers ?? [],
       deletionTimestamp: obj.deletionTimestamp,
-      status: statusOf(obj, owners, dependents),
+      status: statusOf(obj, owners, dependents, this.dependents.unlisted),
       owners,
       dependents,
     };
@@ -313,7 +341,7 @@ class Explainer {
   private async down(obj: ObjectMeta, depth: number): Promise<ExplainedObject['dependents']> {
     if (depth > MAX_DEPTH) return [];
     const out: ExplainedObject['dependents'] = [];
-    for (const dep of this.byOwner.get(obj.uid) ?? []) {
+    for (const dep of this.dependents.byOwner.get(obj.uid) ?? []) {
       if (this.seen.has(dep.meta.uid)) continue;
       this.seen.add(dep.meta.uid);
       // Any of its references with this UID may block (two may share it).

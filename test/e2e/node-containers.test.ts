@@ -9,7 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { legacyLogSymlinkName } from '../../src/node/container-gc-policy.ts';
+import {
+  CREATED_CONTAINER_GRACE_MS,
+  legacyLogSymlinkName,
+} from '../../src/node/container-gc-policy.ts';
 import { testNamespace } from '../support/cluster.ts';
 import { e2e } from '../support/e2e.ts';
 import { nodeObject } from '../support/objects.ts';
@@ -142,6 +145,12 @@ test('a container started between the listing and its removal is kept (issue 33 
     pod,
     { name: 'job', image: h.pause.name, command: ['/bin/true'], attempt: 1 },
     'exited',
+  );
+  // A never-started container is dead to the GC only after a fixed grace (as
+  // the kubelet's): wait that long from its creation, not a guess.
+  const createdMs = Date.now();
+  await new Promise((resolve) =>
+    setTimeout(resolve, createdMs + CREATED_CONTAINER_GRACE_MS + 1_000 - Date.now()),
   );
   let listed = false;
   let started = false;

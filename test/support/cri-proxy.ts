@@ -31,7 +31,8 @@ export async function criProxy(
   const upstream = new grpc.Client(grpcTarget(upstreamEndpoint), grpc.credentials.createInsecure());
   const server = new grpc.Server();
   const calls: string[] = [];
-  for (const ctor of Object.values(runtimeServices())) {
+  const { RuntimeService, ImageService } = runtimeServices();
+  for (const ctor of [RuntimeService, ImageService]) {
     const service = (ctor as unknown as { service: grpc.ServiceDefinition }).service;
     const raw: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
     const handlers: grpc.UntypedServiceImplementation = {};

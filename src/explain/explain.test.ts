@@ -1,4 +1,4 @@
-import { deletionStatus, type ExplainedObject } from './explain.ts';
+import { deletionStatus, statusOf, type ExplainedObject } from './explain.ts';
 
 const deleting = (finalizers: string[]) => ({
   uid: 'o',
@@ -36,6 +36,27 @@ describe('deletionStatus', () => {
     );
     expect(deletionStatus(deleting(['orphan']), [], unlisted)).toMatch(
       /^being deleted with Orphan: 0 dependent\(s\).*are unknown/,
+    );
+  });
+});
+
+describe('statusOf', () => {
+  test('a collection whose policy rests on dependents that could not all be listed says so', () => {
+    const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'gone', uid: 'g' };
+    const obj = { uid: 'd', name: 'dep', namespace: 'ns', ownerReferences: [ref] };
+    const owners = [
+      {
+        ...ref,
+        controller: false,
+        blockOwnerDeletion: false,
+        state: 'dangling',
+        detail: 'owner ConfigMap gone (v1) not found',
+      },
+    ];
+    const complete = statusOf(obj, owners, [], []);
+    expect(complete).toMatch(/will be collected \(DELETE with propagationPolicy \w+\)$/);
+    expect(statusOf(obj, owners, [], ['secrets (403 Forbidden)'])).toBe(
+      `${complete}; dependents in secrets (403 Forbidden) are unknown: that list failed`,
     );
   });
 });

@@ -205,6 +205,9 @@ async function classify(
   };
 }
 
+const unknownDependents = (unlisted: readonly string[]): string =>
+  unlisted.length ? `; dependents in ${unlisted.join(', ')} are unknown: that list failed` : '';
+
 /**
  * What happens to an object being deleted, and what it waits for. `unlisted`:
  * resources that could not be listed, whose dependents are unknown (a failed
@@ -216,9 +219,7 @@ export function deletionStatus(
   unlisted: readonly string[] = [],
 ): string {
   const finalizers = obj.finalizers ?? [];
-  const unknown = unlisted.length
-    ? `; dependents in ${unlisted.join(', ')} are unknown: that list failed`
-    : '';
+  const unknown = unknownDependents(unlisted);
   if (finalizers.includes(FOREGROUND_FINALIZER)) {
     const blocking = dependents.filter((x) => x.blockOwnerDeletion);
     if (blocking.length === 0)
@@ -235,7 +236,7 @@ export function deletionStatus(
 }
 
 /** In plain words: what the garbage collector does with the object (decide(), as the workers do). */
-function statusOf(
+export function statusOf(
   obj: ObjectMeta,
   owners: ExplainedOwner[],
   dependents: ExplainedObject['dependents'],
@@ -268,7 +269,8 @@ function statusOf(
     case 'removeOwnerReferences':
       return `${reasons.join('; ')}: that reference will be removed, the object kept (another owner exists)`;
     case 'delete':
-      return `${reasons.join('; ')}: will be collected (DELETE with propagationPolicy ${decision.policy})`;
+      // The policy depends on the object's blocking dependents, some of which may be unseen.
+      return `${reasons.join('; ')}: will be collected (DELETE with propagationPolicy ${decision.policy})${unknownDependents(unlisted)}`;
   }
 }
 

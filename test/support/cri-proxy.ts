@@ -14,8 +14,6 @@ export type BeforeCall = (method: string, request: Record<string, unknown>) => P
 export interface CriProxy {
   /** `unix://...`, for --cri-endpoint. */
   endpoint: string;
-  /** Names of the calls passed on so far, in order. */
-  calls: string[];
   close(): Promise<void>;
 }
 
@@ -30,7 +28,6 @@ export async function criProxy(
   fs.rmSync(socket, { force: true });
   const upstream = new grpc.Client(grpcTarget(upstreamEndpoint), grpc.credentials.createInsecure());
   const server = new grpc.Server();
-  const calls: string[] = [];
   const { RuntimeService, ImageService } = runtimeServices();
   for (const ctor of [RuntimeService, ImageService]) {
     const service = (ctor as unknown as { service: grpc.ServiceDefinition }).service;
@@ -49,25 +46,31 @@ export async function criProxy(
       if (def.requestStream) continue; // no CRI method streams its requests
       handlers[name] = def.responseStream
         ? (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-            void before(name, decoded(call.request)).then(() => {
-              calls.push(name);
-              const up = upstream.makeServerStreamRequest(
-                def.path,
-                identity,
-                identity,
-                call.request,
-                call.metadata,
-              );
-              up.on('data', (b: Buffer) => call.write(b));
-              up.on('error', (err: grpc.ServiceError) => call.destroy(err));
-              up.on('end', () => call.end());
-              call.on('cancelled', () => up.cancel());
-            });
+            before(name, decoded(call.request)).then(
+              () => {
+                const up = upstream.makeServerStreamRequest(
+                  def.path,
+                  identity,
+                  identity,
+                  call.request,
+                  call.metadata,
+                );
+                up.on('data', (b: Buffer) => call.write(b));
+                up.on('error', (err: grpc.ServiceError) => call.destroy(err));
+                up.on('end', () => call.end());
+                call.on('cancelled', () => up.cancel());
+              },
+              (err: unknown) =>
+                call.destroy(
+                  Object.assign(new Error(`cri proxy: ${String(err)}`), {
+                    code: grpc.status.INTERNAL,
+                  }),
+                ),
+            );
           }
         : (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
             before(name, decoded(call.request))
               .then(() => {
-                calls.push(name);
                 upstream.makeUnaryRequest(
                   def.path,
                   identity,
@@ -91,7 +94,6 @@ export async function criProxy(
   );
   return {
     endpoint: `unix://${socket}`,
-    calls,
     close: () =>
       new Promise<void>((resolve) => {
         server.tryShutdown(() => {

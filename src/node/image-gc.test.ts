@@ -138,6 +138,44 @@ describe('a pass on CRI-O-shaped answers', () => {
     ).toContain(`kubegc_node_image_gc_shortfall_bytes ${2 * MB}`);
   });
 
+  test('a pass that ends short says why, per reason with bytes and who keeps them, in FreeDiskSpaceFailed and in kubegc_node_image_kept_bytes', async () => {
+    const rt = shared();
+    rt.otherUsedBytes = 76 * MB;
+    const pods: NodePod[] = [
+      { uid: 'u1', ref: 'shop/web-0', phase: 'Pending', evicted: false, images: ['hubkeep:1.0'] },
+      { uid: 'u2', ref: 'shop/done', phase: 'Succeeded', evicted: false, images: ['app-a:1'] },
+    ];
+    const c = collector(rt, { pinnedImages: ['running:*'], pods: podLister(pods) });
+    await aged(c, rt);
+    // Pulled just now: younger than the 2-minute minimum age.
+    rt.addImage({ id: hex('y'), repoTags: ['docker.io/library/fresh:1'], layers: { y: 4 * MB } });
+    rt.otherUsedBytes = 72 * MB;
+    const r = await c.gc.run();
+    expect(r.shortfallBytes).toBeGreaterThan(0);
+    const note = c.events.seen.find((e) => e.reason === 'FreeDiskSpaceFailed')?.note ?? '';
+    const left = note.slice(note.indexOf('; left: ') + '; left: '.length).split('; ');
+    expect(left).toEqual([
+      // A Pending pod's image and a running container's; the Succeeded pod protects nothing.
+      'in use 5.0 MB in 2 images (by shop/web-0, container ctr-run)',
+      'pinned by the runtime 1.0 MB in 1 image (registry.k8s.io/pause:3.10)',
+      'younger than --image-minimum-gc-age 4.0 MB in 1 image (the first old enough at ' +
+        new Date(NOW + 120_000).toISOString() +
+        ')',
+      // app-a, app-b and app-c report 27 MB; the disk gave back 11 (their shared base layer counted three times).
+      'removed but not freed on disk 16.0 MB of 3 removed images',
+    ]);
+    const metric = await c.registry.getSingleMetricAsString('kubegc_node_image_kept_bytes');
+    for (const line of [
+      `kubegc_node_image_kept_bytes{reason="in-use"} ${5 * MB}`,
+      `kubegc_node_image_kept_bytes{reason="pinned-by-runtime"} ${1 * MB}`,
+      `kubegc_node_image_kept_bytes{reason="too-young"} ${4 * MB}`,
+      `kubegc_node_image_kept_bytes{reason="shared-layers"} ${16 * MB}`,
+      'kubegc_node_image_kept_bytes{reason="pinned-images"} 0',
+      'kubegc_node_image_kept_bytes{reason="sandbox-image"} 0',
+    ])
+      expect(metric).toContain(line);
+  });
+
   test('an untagged repo@digest image and a bare-hex ID are removed by that ID', async () => {
     const rt = new FakeRuntime(100 * MB, 85 * MB).addImage({
       id: hex('c'),

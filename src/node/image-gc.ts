@@ -4,8 +4,8 @@
 // CRI, and measure the file system again so the bytes reported are the bytes
 // actually freed.
 import type { Logger } from '../log.ts';
-import type { CriClient, CriImage } from './cri/client.ts';
-import { POD_UID_LABEL } from './container-gc-policy.ts';
+import type { CriClient, CriContainer, CriImage } from './cri/client.ts';
+import { POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL } from './container-gc-policy.ts';
 import {
   bytesToFree,
   imagesInUse,
@@ -15,7 +15,6 @@ import {
   recordsLoaded,
   InvalidDiskCapacityError,
   isImageInUse,
-  keptImages,
   planImageGc,
   spaceGoalReached,
   takeUntilFreed,
@@ -27,15 +26,23 @@ import {
   type ImageGcPolicy,
   type ImageRecords,
   type ImageStoreView,
-  type KeptReason,
 } from './image-gc-policy.ts';
 import { globMatcher, imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
-import type { NodePod, PodLister } from './pods.ts';
+import { isTerminated, type NodePod, type PodLister } from './pods.ts';
 import type { NodeEvents } from './node-events.ts';
 import type { RuntimeConnection } from './runtime.ts';
 import { loadStateFile, saveStateFile } from './state-file.ts';
 import { statFilesystem, viewImageStore } from './statfs.ts';
+import {
+  imageUsersIndex,
+  keptBreakdown,
+  keptBytes,
+  keptNote,
+  withSharedLayers,
+  type ImageUsers,
+  type KeptBreakdown,
+} from './why-kept.ts';
 
 /** The image filesystem could not be found or measured. */
 export class FilesystemError extends Error {}
@@ -101,8 +108,12 @@ export interface ImagePassResult {
   shortfallBytes: number;
   /** The pass stopped at --max-removals-per-run. */
   capped: boolean;
-  /** The images it could not remove, by why: protected, or younger than the minimum age. */
-  kept: Partial<Record<KeptReason, number>>;
+  /**
+   * What it left and why, with bytes and who keeps each group: the images it
+   * could not remove (protected, younger than the minimum age), and the bytes
+   * of removed images the disk did not give back (why-kept.ts).
+   */
+  kept: KeptBreakdown;
   dryRun: boolean;
 }
 
@@ -119,6 +130,8 @@ export class ImageGarbageCollector {
   private stateLoaded = false;
   private inUse = new Set<string>();
   private podImagesInUse = new Set<string>();
+  /** Which pods use each image name, as of the last detection (for why an image is kept). */
+  private users: ImageUsers = () => [];
   /** The last complete list of this node's pods, kept for when the API cannot answer. */
   private lastPods: { pods: NodePod[]; at: number } | undefined;
   private warnedPinnedSandbox = false;
@@ -194,6 +207,19 @@ export class ImageGarbageCollector {
       new Set(containers.flatMap((c) => c.labels[POD_UID_LABEL] ?? [])),
     );
     this.inUse = this.withPodImages(imagesInUse(containers));
+    this.users = imageUsersIndex([
+      ...containers.map((c) => ({
+        names: [c.imageId, c.imageRef, c.image].flatMap((r) => (r ? imageRefNames(r) : [])),
+        pod: podRef(c),
+      })),
+      // Terminated pods keep an image only through their containers, listed above.
+      ...pods
+        .filter((p) => !isTerminated(p))
+        .map((p) => ({
+          names: [...p.images, ...(p.volumeImages ?? [])].flatMap((r) => imageRefNames(r)),
+          pod: p.ref ?? p.uid,
+        })),
+    ]);
     this.records = updateImageRecords(this.records, images, this.inUse, this.now());
     return images;
   }
@@ -343,7 +369,7 @@ export class ImageGarbageCollector {
       measuredFreedBytes: 0,
       shortfallBytes: 0,
       capped: false,
-      kept: keptImages(plan),
+      kept: keptBreakdown(plan, { users: this.users, policy: this.opts.policy }),
       dryRun: this.opts.dryRun,
     };
     const pass: Pass = {
@@ -376,6 +402,14 @@ export class ImageGarbageCollector {
     const after = this.opts.dryRun ? before : await this.measure(mountpoint);
     result.measuredFreedBytes = after.availableBytes - before.availableBytes;
     result.usagePercentAfter = usagePercent(after);
+    result.kept = withSharedLayers(result.kept, {
+      removed: result.removed.length,
+      reportedFreedBytes: result.reportedFreedBytes,
+      measuredFreedBytes: result.measuredFreedBytes,
+      dryRun: this.opts.dryRun,
+    });
+    for (const [reason, bytes] of Object.entries(keptBytes(result.kept)))
+      this.metrics.imageKeptBytes.set({ reason }, bytes);
     this.metrics.imageFsUsageRatio.set(
       (after.capacityBytes - Math.min(after.availableBytes, after.capacityBytes)) /
         after.capacityBytes,
@@ -487,6 +521,14 @@ export class ImageGarbageCollector {
     if (freed >= wanted) return;
     result.shortfallBytes = wanted - Math.max(freed, 0);
     const diskStill = !this.opts.dryRun && reported() > 0 && measured() <= 0;
+    const left = keptNote(
+      withSharedLayers(result.kept, {
+        removed: result.removed.filter((r) => r.reason === 'space').length,
+        reportedFreedBytes: reported(),
+        measuredFreedBytes: measured(),
+        dryRun: this.opts.dryRun,
+      }),
+    );
     const note =
       `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
       `(${reported()} by the runtime's image sizes)` +
@@ -496,10 +538,8 @@ export class ImageGarbageCollector {
       (bounded
         ? `; stopped where the runtime's sizes said enough${diskStill ? '' : ' and then once more by what the disk lacked'}, keeping ${candidates.left()} eligible images (the next pass measures again)`
         : '') +
-      (plan.tooYoung.length
-        ? `; ${plan.tooYoung.length} unused images are younger than --image-minimum-gc-age`
-        : '') +
       (result.capped ? '; stopped at --max-removals-per-run' : '') +
+      (left ? `; left: ${left}` : '; no image is protected or too young') +
       (this.opts.dryRun ? ' (dry run: nothing was removed)' : '');
     this.log.warn('image GC could not reach the low threshold', {
       reason: 'FreeDiskSpaceFailed',
@@ -509,6 +549,7 @@ export class ImageGarbageCollector {
       shortfallBytes: result.shortfallBytes,
       eligibleKept: bounded ? candidates.left() : 0,
       tooYoung: plan.tooYoung.map((c) => c.image.id),
+      left,
       capped: result.capped,
       dryRun: this.opts.dryRun,
     });
@@ -623,6 +664,15 @@ export class ImageGarbageCollector {
     });
     pass.result.reportedFreedBytes += c.image.sizeBytes;
   }
+}
+
+/** Who a container is for an operator: its pod as namespace/name from the kubelet's labels, else its own name. */
+function podRef(c: CriContainer): string {
+  const name = c.labels[POD_NAME_LABEL];
+  const ns = c.labels[POD_NAMESPACE_LABEL];
+  if (name) return ns ? `${ns}/${name}` : name;
+  const uid = c.labels[POD_UID_LABEL];
+  return uid ? `pod UID ${uid}` : `container ${c.name || c.id}`;
 }
 
 interface Pass {

@@ -24,6 +24,7 @@ export interface NodeMetrics {
   imageBytesFreedReported: Counter;
   imageFsUsageRatio: Gauge;
   imageGcShortfallBytes: Gauge;
+  imageKeptBytes: Gauge<'reason'>;
   containersRemoved: Counter<'reason' | 'dry_run'>;
   sandboxesRemoved: Counter<'reason' | 'dry_run'>;
   containersKept: Counter<'state'>;
@@ -67,6 +68,12 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
     imageGcShortfallBytes: new Gauge({
       name: 'kubegc_node_image_gc_shortfall_bytes',
       help: 'Bytes the last space pass still needed to free to reach --image-gc-low-threshold (0: reached or not needed)',
+      registers,
+    }),
+    imageKeptBytes: new Gauge({
+      name: 'kubegc_node_image_kept_bytes',
+      help: "What the last image pass (periodic or a pressure reclaim) left on the image filesystem, by reason: in-use, pinned-by-runtime, sandbox-image, pinned-images, too-young (the runtime's sizes of the images kept), shared-layers (sizes of removed images the disk did not give back)",
+      labelNames: ['reason'],
       registers,
     }),
     containersRemoved: new Counter({

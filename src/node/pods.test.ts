@@ -11,7 +11,7 @@ import {
 describe('toNodePod', () => {
   test('images of containers, init and ephemeral containers, and of image volumes (KEP-4639)', () => {
     const pod = toNodePod({
-      metadata: { uid: 'u1' },
+      metadata: { uid: 'u1', name: 'web-0', namespace: 'shop' },
       spec: {
         containers: [{ image: 'app:1' }, { image: 'app:1' }],
         initContainers: [{ image: 'init:1' }],
@@ -27,6 +27,7 @@ describe('toNodePod', () => {
     });
     expect(pod).toEqual({
       uid: 'u1',
+      ref: 'shop/web-0',
       phase: 'Running',
       evicted: false,
       images: ['app:1', 'init:1', 'debug:1'],

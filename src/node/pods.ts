@@ -15,6 +15,8 @@ import { fieldEquals } from '../api/field-selector.ts';
 
 export interface NodePod {
   uid: string;
+  /** namespace/name, for what an operator reads (who keeps an image); absent if the API gave no name. */
+  ref?: string;
   /** A mirror pod: the UID of the static pod it mirrors (its containers carry that UID). */
   mirrorOf?: string;
   /** status.phase as the API has it (Pending, Running, Succeeded, Failed, Unknown). */
@@ -122,7 +124,12 @@ interface PodList {
 }
 
 interface RawPod {
-  metadata?: { uid?: string; annotations?: Record<string, string> };
+  metadata?: {
+    uid?: string;
+    name?: string;
+    namespace?: string;
+    annotations?: Record<string, string>;
+  };
   spec?: {
     containers?: { image?: string }[];
     initContainers?: { image?: string }[];
@@ -143,8 +150,10 @@ export function toNodePod(p: RawPod): NodePod | undefined {
     if (v.image?.reference) volumeImages.add(v.image.reference);
   const phase = p.status?.phase ?? 'Pending';
   const mirrorOf = p.metadata?.annotations?.[MIRROR_POD_ANNOTATION];
+  const name = p.metadata?.name;
   return {
     uid,
+    ...(name ? { ref: `${p.metadata?.namespace ?? ''}/${name}` } : {}),
     ...(mirrorOf ? { mirrorOf } : {}),
     phase,
     evicted: phase === 'Failed' && p.status?.reason === 'Evicted',

@@ -219,14 +219,14 @@ test('nothing eligible left: short, and a DiskPressureReclaimFailed warning on t
   expect(n.rt.images.has(hex('p'))).toBe(true);
   expect(n.events.seen.map((e) => e.reason)).toEqual(['DiskPressureReclaimFailed']);
   expect(n.events.seen[0]?.note).toBe(
-    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 0 images; 19.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); images kept: 1 pinned by the runtime',
+    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 0 images; 19.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); images left: pinned by the runtime 1.0 MB in 1 image (registry.k8s.io/pause:3.10)',
   );
   expect(await n.registry.getSingleMetricAsString('kubegc_node_pressure_reclaims_total')).toContain(
     'kubegc_node_pressure_reclaims_total{signal="imagefs.available",result="short"} 1',
   );
 });
 
-test('short: the DiskPressureReclaimFailed note and the log line say why the images left were kept (in use, pinned, too young)', async () => {
+test('short: the DiskPressureReclaimFailed note and the log line say why the images left were kept (in use, pinned, too young), with bytes and who keeps them', async () => {
   const n = await node({ otherUsedMb: 70, images: 3 }); // with fresh: 100 − 70 − 21 = 9 MB available
   // img0 is used by a dead container; fresh was pulled just now (younger than the 2m minimum).
   n.rt.addContainer('done', 'docker.io/library/img0:1', 'exited');
@@ -254,12 +254,16 @@ test('short: the DiskPressureReclaimFailed note and the log line say why the ima
     ['imagefs.available', 'short', 0],
   ]);
   expect(n.events.seen.map((e) => e.note)).toEqual([
-    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 0 images; 19.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); images kept: 1 in use (by a container in any state, or a pod bound here), 1 pinned by the runtime, 1 younger than --image-minimum-gc-age',
+    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 0 images; 19.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); images left: in use 5.0 MB in 1 image (by container done); pinned by the runtime 1.0 MB in 1 image (registry.k8s.io/pause:3.10); younger than --image-minimum-gc-age 5.0 MB in 1 image (the first old enough at 2027-01-15T08:02:00.000Z)',
   ]);
   expect(lines.find((l) => l.msg === 'disk pressure reclaim done')?.fields).toMatchObject({
     signal: 'imagefs.available',
     result: 'short',
-    imagesKept: { 'in-use': 1, 'pinned-by-runtime': 1, 'too-young': 1 },
+    imagesKept: {
+      'in-use': { images: 1, bytes: 5 * MB, by: ['container done'] },
+      'pinned-by-runtime': { images: 1, bytes: 1 * MB, by: ['registry.k8s.io/pause:3.10'] },
+      'too-young': { images: 1, bytes: 5 * MB, by: ['2027-01-15T08:02:00.000Z'] },
+    },
   });
 });
 
@@ -271,8 +275,14 @@ test('short at --max-removals-per-run: the note says where the image step stoppe
     ['imagefs.available', 'short', 1],
   ]);
   expect(n.events.seen.map((e) => e.note.split('; ').slice(-2))).toEqual([
-    ['images kept: 1 pinned by the runtime', 'stopped at --max-removals-per-run'],
-    ['images kept: 1 pinned by the runtime', 'stopped at --max-removals-per-run'],
+    [
+      'images left: pinned by the runtime 1.0 MB in 1 image (registry.k8s.io/pause:3.10)',
+      'stopped at --max-removals-per-run',
+    ],
+    [
+      'images left: pinned by the runtime 1.0 MB in 1 image (registry.k8s.io/pause:3.10)',
+      'stopped at --max-removals-per-run',
+    ],
   ]);
 });
 

@@ -11,7 +11,7 @@
 import { stat } from 'node:fs/promises';
 import type { Logger } from '../log.ts';
 import type { ContainerPassResult } from './container-gc.ts';
-import type { FsStats, KeptReason } from './image-gc-policy.ts';
+import type { FsStats } from './image-gc-policy.ts';
 import type { ImagePassResult, ImageReclaim } from './image-gc.ts';
 import type { NodeMetrics } from './metrics.ts';
 import type { NodeEvents } from './node-events.ts';
@@ -33,6 +33,7 @@ import {
 } from './pressure-policy.ts';
 import type { RuntimeConnection } from './runtime.ts';
 import { deviceOf, statFilesystem } from './statfs.ts';
+import { keptNote, type KeptBreakdown } from './why-kept.ts';
 
 export interface PressureOptions {
   /** nodefs and imagefs thresholds (--eviction-hard); containerfs ones are derived per layout. */
@@ -67,8 +68,8 @@ export interface ReclaimReport {
   containersRemoved: number;
   sandboxesRemoved: number;
   imagesRemoved: number;
-  /** The images the image step left, by why (undefined: it did not run). */
-  imagesKept?: Partial<Record<KeptReason, number>>;
+  /** What the image step left, by why, with bytes and who keeps it (undefined: it did not run). */
+  imagesKept?: KeptBreakdown;
   /** The image step stopped at --max-removals-per-run. */
   imagesCapped?: boolean;
   result: 'recovered' | 'short' | 'nothing-to-reclaim';
@@ -132,31 +133,19 @@ function amount(signal: PressureNeed['signal'], n: number): string {
   return `${(n / 1e6).toFixed(1)} MB`;
 }
 
-/** How a short reclaim's note names the images it left, in this order. */
-const KEPT_WORDS: readonly [KeptReason, string][] = [
-  ['in-use', 'in use (by a container in any state, or a pod bound here)'],
-  ['pinned-by-runtime', 'pinned by the runtime'],
-  ['sandbox-image', 'the sandbox image'],
-  ['pinned-images', 'matching --pinned-images'],
-  ['too-young', 'younger than --image-minimum-gc-age'],
-];
-
 /**
- * Why a short reclaim's image step left what it left: the operator's first
- * question (the kubelet will remove all of it, protected or not, before it
- * evicts). No image kept means what fills the disk is not images.
+ * Why a short reclaim's image step left what it left, with bytes: the
+ * operator's first question (the kubelet will remove all of it, protected or
+ * not, before it evicts). No image kept means what fills the disk is not images.
  */
 function keptImagesNote(report: ReclaimReport): string {
   const kept = report.imagesKept;
   if (!kept) return '';
-  const parts = KEPT_WORDS.flatMap(([reason, words]) => {
-    const n = kept[reason] ?? 0;
-    return n > 0 ? [`${n} ${words}`] : [];
-  });
   const capped = report.imagesCapped ? '; stopped at --max-removals-per-run' : '';
-  if (parts.length === 0)
+  const note = keptNote(kept);
+  if (!note)
     return `; no image is protected or too young, so what is left is not images (writable layers, logs, volumes)${capped}`;
-  return `; images kept: ${parts.join(', ')}${capped}`;
+  return `; images left: ${note}${capped}`;
 }
 
 /**

@@ -223,7 +223,7 @@ describe('with API access', () => {
     });
     expect(event.regarding?.uid).toBe(node.uid);
     expect(event.note).toMatch(
-      /wanted to free \d+ bytes, but freed 0 bytes .*4 unused images are younger than --image-minimum-gc-age/,
+      /wanted to free \d+ bytes, but freed 0 bytes .*; left: .*younger than --image-minimum-gc-age [\d.]+ [kMG]?B in 4 images \(the first old enough at \d{4}-/,
     );
   });
 });

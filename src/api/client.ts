@@ -177,6 +177,7 @@ export class KubeClient {
     o: RequestOptions,
   ): Promise<{ headers: Record<string, string>; payload: string | undefined }> {
     const headers: Record<string, string> = {
+      ...o.headers,
       ...(await this.refreshHeaders()),
       'User-Agent': this.opts.userAgent,
       Accept: o.accept ?? 'application/json',

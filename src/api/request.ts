@@ -12,6 +12,8 @@ export interface RequestOptions {
   body?: unknown;
   contentType?: string;
   accept?: string;
+  /** More headers (never replacing the client's own: authentication, User-Agent, Accept). */
+  headers?: Record<string, string>;
   timeoutMs?: number;
   /**
    * Cancels the request: one not yet on the wire is never sent; one in

@@ -1,11 +1,13 @@
 // `kubegc node`: image and container garbage collection on one node, over CRI
 // (the DaemonSet mode). Flags are named like the kubelet's.
+import type http from 'node:http';
 import os from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { KubeClient, loadKubeConfig } from '../api/client.ts';
 import { inClusterConfig, SA_DIR, type KubeConfigLike } from '../api/kubeconfig.ts';
 import type { Logger } from '../log.ts';
 import { ContainerGarbageCollector } from '../node/container-gc.ts';
+import { DISK_REPORT_PATH } from '../node/disk-report.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
 import { ImageGarbageCollector } from '../node/image-gc.ts';
 import { imagePatternProblem } from '../node/image-refs.ts';
@@ -461,6 +463,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
       : undefined,
     registry,
     log,
+    routes: { [DISK_REPORT_PATH]: (_req, res) => serveDiskReport(gc, nodeName, res, log) },
     healthz: () => ({ ok: true }),
     readyz: () =>
       runtime.up
@@ -477,6 +480,29 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     await server.close();
     client?.close();
   });
+}
+
+/**
+ * GET /debug/disk on the metrics port (authorised as /metrics is, by its own
+ * path): the disk as a pass would find it now, for `kubegc explain node/NAME`.
+ * A failure (the runtime down) is a 503 with the reason, not a crash.
+ */
+async function serveDiskReport(
+  gc: NodeGc,
+  nodeName: string,
+  res: http.ServerResponse,
+  log: Logger,
+): Promise<void> {
+  try {
+    const report = await gc.explain(nodeName);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(`${JSON.stringify(report)}\n`);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    log.warn('cannot explain the disk', { error: message });
+    res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end(`cannot explain the disk now: ${message}\n`);
+  }
 }
 
 /** The node name: --node-name, else $NODE_NAME, else the host name, lowercased (as the kubelet's). */

@@ -9,6 +9,7 @@ import {
   testMetrics,
 } from '../../test/support/fake-cri-runtime.ts';
 import { FilesystemError, ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
+import { diskReport, renderDiskReport } from './disk-report.ts';
 import { DEFAULT_IMAGE_GC_POLICY } from './image-gc-policy.ts';
 import type { NodePod, PodLister } from './pods.ts';
 import { saveStateFile } from './state-file.ts';
@@ -174,6 +175,39 @@ describe('a pass on CRI-O-shaped answers', () => {
       'kubegc_node_image_kept_bytes{reason="sandbox-image"} 0',
     ])
       expect(metric).toContain(line);
+  });
+
+  test('explain: what a pass would find now (reclaimable in its order, kept and why), removing and recording nothing', async () => {
+    const rt = shared();
+    const c = collector(rt, { pinnedImages: ['hubkeep:*'] });
+    await aged(c, rt);
+    const recordsBefore = c.gc.imageRecords();
+    c.clock.t = NOW + HOUR;
+    const e = await c.gc.explain();
+    expect(rt.removed).toEqual([]);
+    expect(c.gc.imageRecords()).toEqual(recordsBefore);
+    expect(e).toMatchObject({ usagePercent: 87, wantedBytes: 7 * MB, highThresholdPercent: 85 });
+    expect(e.reclaimable.map((r) => [r.id, r.why, r.sizeBytes])).toEqual([
+      [hex('a'), 'space', 9 * MB],
+      [hex('b'), 'space', 9 * MB],
+      [hex('c'), 'space', 9 * MB],
+    ]);
+    expect(e.kept).toEqual({
+      'in-use': { images: 1, bytes: 3 * MB, by: ['container ctr-run'] },
+      'pinned-by-runtime': { images: 1, bytes: 1 * MB, by: ['registry.k8s.io/pause:3.10'] },
+      'pinned-images': { images: 1, bytes: 2 * MB, by: ['hubkeep:*'] },
+    });
+    // The text an operator reads (kubegc explain node/NAME) names each reason and who keeps it.
+    const text = renderDiskReport(diskReport('worker-1', NOW, e, undefined));
+    for (const line of [
+      'Reclaimable: 27.0 MB in 3 images, in the order a pass removes them:',
+      '  in use 3.0 MB in 1 image',
+      '    container ctr-run',
+      '  matching --pinned-images 2.0 MB in 1 image',
+      '    hubkeep:*',
+      'Eviction signals: pressure reclaim is off (--eviction-hard empty)',
+    ])
+      expect(text.split('\n')).toContain(line);
   });
 
   test('an untagged repo@digest image and a bare-hex ID are removed by that ID', async () => {

@@ -117,6 +117,30 @@ export interface ImagePassResult {
   dryRun: boolean;
 }
 
+/** An image a pass may remove now, in the order it would. */
+export interface ReclaimableImage {
+  id: string;
+  tags: string[];
+  sizeBytes: number;
+  /** age: unused longer than --image-maximum-gc-age; space: removable once usage is past the high threshold. */
+  why: 'age' | 'space';
+  lastUsed: string | null;
+}
+
+/** The image filesystem as a pass would find it now (ImageGarbageCollector.explain). */
+export interface ImageExplanation {
+  mountpoint: string;
+  capacityBytes: number;
+  availableBytes: number;
+  usagePercent: number;
+  highThresholdPercent: number;
+  lowThresholdPercent: number;
+  /** What the space pass would want to free now (0: below the high threshold). */
+  wantedBytes: number;
+  reclaimable: ReclaimableImage[];
+  kept: KeptBreakdown;
+}
+
 export class ImageGarbageCollector {
   private readonly runtime: RuntimeConnection;
   private readonly opts: ImageGcOptions;
@@ -198,16 +222,31 @@ export class ImageGarbageCollector {
   /** Records which images exist and which are in use now. */
   async detectImages(client: CriClient, urgent = false): Promise<CriImage[]> {
     await this.loadState();
+    const seen = await this.look(client, urgent);
+    this.podImagesInUse = seen.podImagesInUse;
+    this.inUse = seen.inUse;
+    this.users = seen.users;
+    this.records = updateImageRecords(this.records, seen.images, this.inUse, this.now());
+    return seen.images;
+  }
+
+  /**
+   * One look at the runtime and this node's pods, changing nothing: the
+   * images, which names are in use (by containers in any state, and by the
+   * pods that may still start one), and who uses each name.
+   */
+  private async look(client: CriClient, urgent: boolean): Promise<Look> {
     // Pods first: an image pulled for a pod listed here, whose container is
     // created after the runtime's list, is still seen in use.
     const pods = await this.nodePods(urgent);
     const [images, containers] = await Promise.all([client.listImages(), client.listContainers()]);
-    this.podImagesInUse = imagesOfNodePods(
+    const podImagesInUse = imagesOfNodePods(
       pods,
       new Set(containers.flatMap((c) => c.labels[POD_UID_LABEL] ?? [])),
     );
-    this.inUse = this.withPodImages(imagesInUse(containers));
-    this.users = imageUsersIndex([
+    const inUse = imagesInUse(containers);
+    for (const ref of podImagesInUse) inUse.add(ref);
+    const users = imageUsersIndex([
       ...containers.map((c) => ({
         names: [c.imageId, c.imageRef, c.image].flatMap((r) => (r ? imageRefNames(r) : [])),
         pod: podRef(c),
@@ -220,8 +259,65 @@ export class ImageGarbageCollector {
           pod: p.ref ?? p.uid,
         })),
     ]);
-    this.records = updateImageRecords(this.records, images, this.inUse, this.now());
-    return images;
+    return { images, podImagesInUse, inUse, users };
+  }
+
+  /**
+   * What a pass would find now, without removing or recording anything (for
+   * `kubegc explain node/NAME`): the image filesystem, what the space pass
+   * would want, what is reclaimable (the age and space candidates, in the
+   * order a pass takes them) and what is not, and why.
+   */
+  async explain(): Promise<ImageExplanation> {
+    await this.loadState();
+    const client = await this.runtime.get();
+    let seen: Look;
+    let mountpoint: string;
+    try {
+      const asked = client.imageFilesystems();
+      asked.catch(() => undefined);
+      seen = await this.look(client, false);
+      mountpoint = (await asked).find((f) => f.mountpoint)?.mountpoint ?? '';
+    } catch (err) {
+      throw this.runtime.check(err);
+    }
+    if (!mountpoint)
+      throw new FilesystemError('the runtime reports no image filesystem (ImageFsInfo)');
+    const fs = await this.measure(mountpoint);
+    const nowMs = this.now();
+    const plan = planImageGc({
+      images: seen.images,
+      records: updateImageRecords(this.records, seen.images, seen.inUse, nowMs),
+      protection: {
+        inUse: seen.inUse,
+        sandboxImages: this.sandboxImages(seen.images),
+        pinnedImages: globMatcher(this.opts.pinnedImages),
+      },
+      nowMs,
+      policy: this.opts.policy,
+    });
+    const candidate = (c: Candidate, why: 'age' | 'space'): ReclaimableImage => ({
+      id: c.image.id,
+      tags: c.image.repoTags,
+      sizeBytes: c.image.sizeBytes,
+      why,
+      lastUsed:
+        c.record.lastUsedMs !== undefined ? new Date(c.record.lastUsedMs).toISOString() : null,
+    });
+    return {
+      mountpoint,
+      capacityBytes: fs.capacityBytes,
+      availableBytes: fs.availableBytes,
+      usagePercent: usagePercent(fs),
+      highThresholdPercent: this.opts.policy.highThresholdPercent,
+      lowThresholdPercent: this.opts.policy.lowThresholdPercent,
+      wantedBytes: bytesToFree(fs, this.opts.policy),
+      reclaimable: [
+        ...plan.age.map((c) => candidate(c, 'age')),
+        ...plan.space.map((c) => candidate(c, 'space')),
+      ],
+      kept: keptBreakdown(plan, { users: seen.users, policy: this.opts.policy }),
+    };
   }
 
   /**
@@ -673,6 +769,14 @@ function podRef(c: CriContainer): string {
   if (name) return ns ? `${ns}/${name}` : name;
   const uid = c.labels[POD_UID_LABEL];
   return uid ? `pod UID ${uid}` : `container ${c.name || c.id}`;
+}
+
+/** One look at the runtime and this node's pods (ImageGarbageCollector.look). */
+interface Look {
+  images: CriImage[];
+  podImagesInUse: Set<string>;
+  inUse: Set<string>;
+  users: ImageUsers;
 }
 
 interface Pass {

@@ -3,6 +3,7 @@
 // pass (runtime down, API down, disk unreadable) is one error line, an event
 // and a retry at the next period. `--once` runs one of each and exits.
 import type { Logger } from '../log.ts';
+import { diskReport, type DiskReport } from './disk-report.ts';
 import { MAX_TIMER_MS } from '../timers.ts';
 import type { ContainerGarbageCollector, ContainerPassResult } from './container-gc.ts';
 import {
@@ -112,6 +113,16 @@ export class NodeGc {
       end();
       this.metrics.lastRunTimestamp.set({ gc }, Date.now() / 1000);
     }
+  }
+
+  /**
+   * The disk as a pass would find it now, changing nothing (`kubegc explain
+   * node/NAME`). Not queued behind a pass: it reads, and a reclaim must never
+   * wait on an operator's question.
+   */
+  async explain(nodeName: string): Promise<DiskReport> {
+    const [images, pressure] = await Promise.all([this.images.explain(), this.pressure?.levels()]);
+    return diskReport(nodeName, Date.now(), images, pressure);
   }
 
   async imagePass(): Promise<PassOutcome<ImagePassResult>> {

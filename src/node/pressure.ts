@@ -262,6 +262,21 @@ export class PressureMonitor {
     };
   }
 
+  /**
+   * Each eviction signal now, as a check sees it, without reclaiming (for
+   * `kubegc explain node/NAME`): available, the kubelet's threshold, where
+   * kubegc's reclaim starts and what it aims at.
+   */
+  async levels(): Promise<{ layout: FsLayout; levels: PressureNeed[] }> {
+    const fsys = await this.locate(false);
+    const { levels } = pressureNeeds({
+      thresholds: deriveContainerFsThresholds(this.opts.thresholds, fsys.layout),
+      observations: await this.observeAll(fsys.paths),
+      margin: this.opts.margin,
+    });
+    return { layout: fsys.layout, levels };
+  }
+
   /** One check: observe, and reclaim for every signal within the margin of its threshold. */
   async check(passes: ReclaimPasses): Promise<PressureCheck> {
     const fsys = await this.locate(false);

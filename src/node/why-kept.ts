@@ -135,7 +135,8 @@ function groupNote(reason: ShortReason, g: KeptGroup): string {
   const head = `${WORDS[reason]} ${formatBytes(g.bytes)} ${count} image${g.images === 1 ? '' : 's'}`;
   if (g.by.length === 0) return head;
   // The minimum age ends first for the first of them: when the next pass may take one.
-  if (reason === 'too-young') return `${head} (the first old enough at ${g.by[0]})`;
+  if (reason === 'too-young' && g.by.length > 0)
+    return `${head} (the first old enough at ${g.by[0]})`;
   const shown = g.by.slice(0, NOTE_BY_LIMIT);
   const more = g.by.length > shown.length;
   const label = BY_WORDS[reason];

@@ -9,12 +9,15 @@
 // image GC off, its eviction at the defaults). Its own control plane and node
 // (.cluster-e2e-pressure), taken down at the end.
 import { existsSync } from 'node:fs';
+import https from 'node:https';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
-import { REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
+import { REPO_ROOT, down, up, userKubeconfig, type Cluster } from '../../cluster/controlplane.ts';
+import { kubegcArgv } from '../../cluster/kubegc-command.ts';
 import { CONTAINERD, PAUSE_IMAGE, downNode, upNode } from '../../cluster/node.ts';
 import { hostToolsLayer, randomLayer, type ImageSpec } from '../../cluster/oci-image.ts';
+import type { DiskReport } from '../../src/node/disk-report.ts';
 import { statFilesystem } from '../../src/node/statfs.ts';
 import { clients, testNamespace, waitFor } from '../support/cluster.ts';
 import {
@@ -246,6 +249,98 @@ test("unused images pushed past the disk while a pod runs: kubegc reclaims withi
   // Its logs stay while the Pod exists (kubectl logs still answers).
   expect(existsSync(`/var/log/pods/${ns}_done_${done.metadata?.uid ?? ''}`)).toBe(true);
 }, 900_000);
+
+/** `kubegc explain node/NAME -o json` as `kubeconfig`'s user: its exit code, output and JSON. */
+async function explainNode(
+  kubeconfig: string,
+  nodeName: string,
+): Promise<{ code: number; stdout: string; stderr: string; report?: DiskReport }> {
+  try {
+    const { stdout, stderr } = await run(
+      process.execPath,
+      kubegcArgv(['explain', `node/${nodeName}`, '-o', 'json', '--kubeconfig', kubeconfig]),
+    );
+    return { code: 0, stdout, stderr, report: JSON.parse(stdout) as DiskReport };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+test("kubegc explain node/NAME from an operator's context, through the pod proxy: what is reclaimable, what is kept and why (the running pod by name, the sandbox image), each eviction signal; refused without the ClusterRole kubegc-node-explainer, and the agent refuses a caller without a token", async () => {
+  const nodeName = (await core.listNode()).items[0]?.metadata?.name ?? '';
+  // A user of its own (a client certificate: the API server removes the
+  // caller's credentials before the pod proxy, so the CLI's minted token is
+  // the only way through for a certificate user too).
+  const user = 'node-explain-operator';
+  const kubeconfig = await userKubeconfig(cluster, user);
+  const refused = await explainNode(kubeconfig, nodeName);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('kubegc-node-explainer');
+
+  // As docs/node-gc.md says to grant it.
+  await kubectl(
+    '-n',
+    NS,
+    'create',
+    'rolebinding',
+    'explain-operator',
+    '--clusterrole=kubegc-node-explainer',
+    `--user=${user}`,
+  );
+  const answered = await waitFor('the node agent to answer kubegc explain node', async () => {
+    const r = await explainNode(kubeconfig, nodeName);
+    if (r.code !== 0) log(`explain node: ${r.stderr.trim()}`);
+    return r.report;
+  });
+  log(`explain node: ${JSON.stringify(answered.images.kept)}`);
+  expect(answered.node).toBe(nodeName);
+  const inUse = answered.images.kept['in-use'];
+  expect(inUse?.by).toEqual(
+    expect.arrayContaining([expect.stringMatching(/^disk-pressure-[^/]+\/app$/)]),
+  );
+  expect(answered.images.kept['sandbox-image']?.by).toEqual([expect.stringContaining('pause')]);
+  expect(answered.images.kept['sandbox-image']?.bytes).toBeGreaterThan(0);
+  const imagefs = answered.pressure?.signals.find((x) => x.signal === 'imagefs.available');
+  expect(imagefs?.toEviction).toBe((imagefs?.available ?? 0) - (imagefs?.threshold ?? 0));
+  expect(imagefs?.threshold).toBeGreaterThan(0);
+
+  const text = await run(
+    process.execPath,
+    kubegcArgv(['explain', `node/${nodeName}`, '--kubeconfig', kubeconfig]),
+  );
+  expect(text.stdout).toContain('Not reclaimable, and why:');
+  expect(text.stdout).toMatch(/imagefs\.available: .* the kubelet evicts below /);
+
+  // The agent itself: a caller reaching its port directly, without a token, gets 401.
+  const pod = JSON.parse(
+    await kubectl(
+      '-n',
+      NS,
+      'get',
+      'pods',
+      '-l',
+      'app.kubernetes.io/name=kubegc-node',
+      '-o',
+      'json',
+    ),
+  ) as { items: { status?: { podIP?: string } }[] };
+  const ip = pod.items[0]?.status?.podIP ?? '';
+  const direct = await fetchInsecure(`https://${ip}:8443/debug/disk`);
+  expect(direct).toBe(401);
+}, 300_000);
+
+/** The status of a GET over HTTPS without verifying the server (the agent's self-signed certificate). */
+function fetchInsecure(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    https
+      .get(url, { rejectUnauthorized: false, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+      .on('error', reject);
+  });
+}
 
 test('the same fill on the kubelet alone (kubegc removed, the kubelet at its defaults: image GC 85/80, hard eviction): the node reports DiskPressure', async () => {
   await kubectl('logs', '-n', NS, 'ds/kubegc-node', '--tail=300')

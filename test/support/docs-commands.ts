@@ -187,6 +187,22 @@ const OVERLAY = 'test/e2e/deploy-overlay/kustomization.yaml';
 
 export const PROVEN_ELSEWHERE: readonly ProvenElsewhere[] = [
   {
+    command:
+      'kubectl -n kubegc-system create rolebinding explain-operator --clusterrole=kubegc-node-explainer --user=USER',
+    proofs: [
+      {
+        file: 'test/e2e/node-disk-pressure.test.ts',
+        words: ['create', 'rolebinding', 'explain-operator', '--clusterrole=kubegc-node-explainer'],
+      },
+    ],
+    why: 'the test grants a client-certificate user of its own the ClusterRole this way, after checking that explain node is refused without it',
+  },
+  {
+    command: 'kubegc explain node/NODE -o json',
+    proofs: [{ file: 'test/e2e/node-disk-pressure.test.ts', words: ['explain', '-o', 'json'] }],
+    why: 'the test runs it on the real kubelet node, through the pod proxy to the DaemonSet applied with kubectl apply -k',
+  },
+  {
     command: 'export PATH="$PWD/node_modules/.bin:$PATH"',
     proofs: [{ file: 'test/e2e/kubectl-plugin.test.ts', words: ['node_modules/.bin', 'PATH'] }],
     why: "the plugin's e2e test runs the real kubectl with the project's .bin first on PATH",

@@ -321,7 +321,10 @@ describe('helm template renders what kubectl kustomize renders', () => {
   test('node.enabled=false: deploy/ without deploy/node/', () => {
     expectSameObjects(
       helmTemplate({ createNamespace: true, node: { enabled: false } }),
-      without(kustomize(), keysOfFiles('node/rbac.yaml', 'node/daemonset.yaml')),
+      without(
+        kustomize(),
+        keysOfFiles('node/rbac.yaml', 'node/explain-rbac.yaml', 'node/daemonset.yaml'),
+      ),
     );
   });
 
@@ -338,7 +341,7 @@ describe('helm template renders what kubectl kustomize renders', () => {
     expectSameObjects(
       helmTemplate({ createNamespace: true, ...ALL_ON, node: { enabled: false } }),
       without(all, [
-        ...keysOfFiles('node/rbac.yaml', 'node/daemonset.yaml'),
+        ...keysOfFiles('node/rbac.yaml', 'node/explain-rbac.yaml', 'node/daemonset.yaml'),
         `monitoring.coreos.com/v1 ServiceMonitor ${NAMESPACE}/kubegc-node`,
         `monitoring.coreos.com/v1 PrometheusRule ${NAMESPACE}/kubegc-node`,
       ]),

@@ -22,13 +22,14 @@ function get(
   hostPort: string,
   path: string,
   token?: string,
+  header = 'authorization',
 ): Promise<Got> {
   return new Promise((resolve, reject) => {
     const mod = scheme === 'https' ? https : http;
     const req = mod.get(
       `${scheme}://${hostPort}${path}`,
       {
-        headers: token ? { authorization: `Bearer ${token}` } : {},
+        headers: token ? { [header]: `Bearer ${token}` } : {},
         rejectUnauthorized: false,
         agent: false,
       },
@@ -116,6 +117,17 @@ test('the metrics port is HTTPS: 401 without or with a bad token, 403 without th
   expect((await get('https', m, '/nope', 'reader')).status).toBe(403);
   // Plain HTTP on the TLS port gets nothing.
   await expect(get('http', m, '/metrics', 'reader')).rejects.toThrow();
+});
+
+test('through the pod proxy (which removes Authorization) a token in X-Kubegc-Authorization is checked exactly as Authorization is', async () => {
+  const s = await startSecure();
+  const m = s.metrics ?? '';
+  const proxied = 'x-kubegc-authorization';
+  expect((await get('https', m, '/debug/graph', 'debugger', proxied)).status).toBe(200);
+  expect((await get('https', m, '/debug/graph', 'reader', proxied)).status).toBe(403);
+  expect((await get('https', m, '/debug/graph', 'stolen', proxied)).status).toBe(401);
+  expect((await get('https', m, '/metrics', 'reader', proxied)).status).toBe(200);
+  expect(routeCalls).toBe(1);
 });
 
 test('the probe port is plain HTTP and serves the probes only', async () => {

@@ -109,6 +109,20 @@ function listen(
   });
 }
 
+/**
+ * The header a caller's bearer token comes in. Through the API server's pod
+ * proxy (`kubegc explain node/NAME`) the Authorization header never arrives:
+ * the API server authenticates the caller with it and removes it. So a
+ * token may also come as X-Kubegc-Authorization; it is checked exactly as
+ * Authorization is (TokenReview, then a SubjectAccessReview on the path).
+ */
+export const PROXIED_AUTHORIZATION_HEADER = 'x-kubegc-authorization';
+
+function credentials(req: http.IncomingMessage): string | undefined {
+  const proxied = req.headers[PROXIED_AUTHORIZATION_HEADER];
+  return req.headers.authorization ?? (typeof proxied === 'string' ? proxied : undefined);
+}
+
 function text(res: http.ServerResponse, status: number, body: string): void {
   res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' });
   res.end(`${body}\n`);
@@ -154,7 +168,7 @@ export async function startObservabilityServer(o: ServerOptions): Promise<Observ
     }
     if (o.secure) {
       // Before routing, so that nobody learns which paths exist without a permission.
-      const outcome = await o.secure.authorize(req.headers.authorization, url.pathname, 'get');
+      const outcome = await o.secure.authorize(credentials(req), url.pathname, 'get');
       if (outcome.status !== 200) {
         o.log?.debug('metrics port request refused', {
           path: url.pathname,

@@ -1,0 +1,262 @@
+// The kubelet's pulled-image records (KEP-2535, KubeletEnsureSecretPulledImages,
+// beta and on by default in v1.35) after kubegc removes a private image, on the
+// real kubelet node: the kubelet recorded which Secret pulled it; kubegc
+// removes the image over CRI and leaves the record (docs/node-gc.md, "The
+// kubelet's pulled-image records"); a pod without the Secret then cannot have
+// the image (the kubelet pulls with the pod's own credentials, and the
+// registry refuses), as after the kubelet's own removal, and a pod with the
+// Secret pulls it again. The private registry is an authenticating proxy of
+// this file's own in front of the node's registry, on the node address.
+// Its own control plane and node (.cluster-e2e-pulled), taken down at the end.
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import https from 'node:https';
+import path from 'node:path';
+import type * as k8s from '@kubernetes/client-node';
+import { NODE_IP, REPO_ROOT, down, up, type Cluster } from '../../cluster/controlplane.ts';
+import { CONTAINERD, NODE_NAME, downNode, upNode } from '../../cluster/node.ts';
+import { hostToolsLayer, randomLayer, type ImageSpec } from '../../cluster/oci-image.ts';
+import { REGISTRY_PORT, hostsToml, pushImageSpec, registryPaths } from '../../cluster/registry.ts';
+import { clients, testNamespace, waitFor } from '../support/cluster.ts';
+import { runKubegc } from '../support/kubegc.ts';
+import { EVERY_UNPROTECTED_IMAGE } from '../support/kubegc-node.ts';
+import { CriClient } from '../../src/node/cri/client.ts';
+
+const DIR = path.join(REPO_ROOT, '.cluster-e2e-pulled');
+const PRIVATE_PORT = 5443;
+const PRIVATE_HOST = `${NODE_IP}:${PRIVATE_PORT}`;
+const USER = 'puller';
+const PASSWORD = 'kubegc-test-password';
+const REPO = 'private/app';
+const IMAGE = `${PRIVATE_HOST}/${REPO}:1`;
+const APP: ImageSpec = {
+  name: 'unused',
+  layers: [hostToolsLayer(['/bin/sleep']), randomLayer(1 << 20)],
+  entrypoint: ['/bin/sleep', '3600'],
+};
+const log = (l: string): void => void process.stderr.write(`\nnode-pulled-records: ${l}`);
+
+let cluster: Cluster;
+let core: k8s.CoreV1Api;
+let proxy: https.Server | undefined;
+let kubeletRoot = '';
+let hostsDir = '';
+
+/**
+ * A registry that asks for Basic credentials and passes every authorised
+ * request to the node's registry: what a private registry looks like to
+ * containerd (a 401 with a Basic challenge, then the pull with the
+ * credentials the kubelet hands it from the pod's Secret).
+ */
+async function startPrivateRegistry(nodeDir: string, caFile: string): Promise<https.Server> {
+  const r = registryPaths(nodeDir);
+  const expected = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
+  const ca = readFileSync(caFile);
+  const server = https.createServer(
+    {
+      cert: readFileSync(path.join(r.pki, 'registry.crt')),
+      key: readFileSync(path.join(r.pki, 'registry.key')),
+    },
+    (req, res) => {
+      if (req.headers.authorization !== expected) {
+        res.writeHead(401, { 'www-authenticate': `Basic realm="${PRIVATE_HOST}"` }).end();
+        return;
+      }
+      const upstream = https.request(
+        {
+          host: NODE_IP,
+          port: REGISTRY_PORT,
+          path: req.url,
+          method: req.method,
+          headers: { ...req.headers, host: `${NODE_IP}:${REGISTRY_PORT}` },
+          ca,
+        },
+        (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        },
+      );
+      upstream.on('error', () => res.writeHead(502).end());
+      req.pipe(upstream);
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(PRIVATE_PORT, NODE_IP, resolve);
+  });
+  // containerd reads a host's directory at each pull: trust the cluster CA for it.
+  const dir = path.join(r.hostsDir, PRIVATE_HOST);
+  await fs.mkdir(dir, { recursive: true });
+  await fs.writeFile(
+    path.join(dir, 'hosts.toml'),
+    hostsToml(caFile).replaceAll(`${NODE_IP}:${REGISTRY_PORT}`, PRIVATE_HOST),
+  );
+  hostsDir = dir;
+  return server;
+}
+
+/** The kubelet's record file for an image ID (pullmanager's fs_pullrecords.go naming). */
+function pulledRecordFile(imageId: string): string {
+  return path.join(
+    kubeletRoot,
+    'image_manager',
+    'pulled',
+    `sha256-${createHash('sha256').update(imageId).digest('hex')}`,
+  );
+}
+
+/** The image ID the runtime gives a reference (CRI ListImages), or undefined once it is gone. */
+async function imageId(ref: string): Promise<string | undefined> {
+  const cri = new CriClient(`unix://${CONTAINERD.socket}`, { timeoutMs: 30_000 });
+  try {
+    return (await cri.listImages()).find((i) => i.repoTags.includes(ref))?.id;
+  } finally {
+    cri.close();
+  }
+}
+
+async function pod(ns: string, name: string, withSecret: boolean): Promise<void> {
+  await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name },
+      spec: {
+        ...(withSecret ? { imagePullSecrets: [{ name: 'private' }] } : {}),
+        containers: [{ name: 'app', image: IMAGE, imagePullPolicy: 'IfNotPresent' }],
+        terminationGracePeriodSeconds: 0,
+      },
+    },
+  });
+}
+
+/** Running, or the reason its container waits (ErrImagePull, ImagePullBackOff...). */
+async function podState(ns: string, name: string): Promise<string> {
+  const p = await core.readNamespacedPod({ namespace: ns, name });
+  if (p.status?.phase === 'Running') return 'Running';
+  return p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? p.status?.phase ?? '';
+}
+
+beforeAll(async () => {
+  cluster = await up({ dir: DIR, log });
+  const node = await upNode(cluster, { log });
+  kubeletRoot = path.join(path.resolve(DIR), 'node', 'kubelet');
+  core = clients(cluster).core;
+  await pushImageSpec(node.registryCa, APP, REPO, '1');
+  proxy = await startPrivateRegistry(node.dir, node.registryCa);
+}, 1_800_000);
+
+afterAll(async () => {
+  await new Promise<void>((r) => (proxy ? proxy.close(() => r()) : r()));
+  if (hostsDir) await fs.rm(hostsDir, { recursive: true, force: true });
+  await downNode(DIR, log).catch((err: unknown) => log(`node teardown: ${String(err)}`));
+  await down(DIR);
+}, 300_000);
+
+test("a private image pulled with a Secret, removed by kubegc: the kubelet's record stays, a pod without the Secret cannot have the image (as after the kubelet's own removal), a pod with it pulls it again", async () => {
+  const ns = await testNamespace(core, 'pulled');
+  await core.createNamespacedSecret({
+    namespace: ns,
+    body: {
+      metadata: { name: 'private' },
+      type: 'kubernetes.io/dockerconfigjson',
+      stringData: {
+        '.dockerconfigjson': JSON.stringify({
+          auths: { [PRIVATE_HOST]: { username: USER, password: PASSWORD } },
+        }),
+      },
+    },
+  });
+
+  // The registry refuses a pull without credentials: a pod without the Secret waits.
+  await pod(ns, 'first-without', false);
+  await waitFor(
+    'the pod without the Secret to fail its pull',
+    async () => /ErrImagePull|ImagePullBackOff/.test(await podState(ns, 'first-without')),
+    { timeoutMs: 120_000 },
+  );
+
+  await pod(ns, 'with-secret', true);
+  await waitFor(
+    'the pod with the Secret to run',
+    async () => (await podState(ns, 'with-secret')) === 'Running',
+    { timeoutMs: 120_000 },
+  );
+  const id = (await imageId(IMAGE)) ?? '';
+  expect(id).toMatch(/^sha256:/);
+  const record = pulledRecordFile(id);
+  await waitFor('the kubelet to write its pulled record', () =>
+    Promise.resolve(existsSync(record)),
+  );
+  const recorded = JSON.parse(await fs.readFile(record, 'utf8')) as {
+    imageRef?: string;
+    credentialMapping?: Record<string, unknown>;
+  };
+  expect(recorded.imageRef).toBe(id);
+  log(`the kubelet's record for ${id}: ${JSON.stringify(recorded)}`);
+
+  // No pod uses it any more; kubegc (one pass, as the node's own agent would
+  // run it, with API access) removes it. Everything else on the node is pinned.
+  for (const name of ['with-secret', 'first-without'])
+    await core.deleteNamespacedPod({ namespace: ns, name, gracePeriodSeconds: 0 });
+  await waitFor(
+    'the pods to be gone',
+    async () => (await core.listNamespacedPod({ namespace: ns })).items.length === 0,
+    { timeoutMs: 120_000 },
+  );
+  const args = [
+    'node',
+    '--once',
+    '--cri-endpoint',
+    `unix://${CONTAINERD.socket}`,
+    '--node-name',
+    NODE_NAME,
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--metrics-bind-address',
+    '0',
+    '--health-probe-bind-address',
+    '0',
+    '--pressure-check-period',
+    '0',
+    '--root-dir',
+    kubeletRoot,
+    '--minimum-container-ttl-duration',
+    '0s',
+    '--pinned-images',
+    `registry.k8s.io/*,${NODE_IP}:${REGISTRY_PORT}/*,kubegc.test/*,docker.io/*`,
+    ...EVERY_UNPROTECTED_IMAGE,
+  ];
+  // A deleted pod's dead containers keep the image until the container pass
+  // of the same run removes them; the image goes in that pass or the next.
+  await waitFor(
+    'kubegc node --once to remove the private image',
+    async () => {
+      const once = runKubegc(args, { ...process.env, KUBERNETES_SERVICE_HOST: '' });
+      await new Promise((r) => once.child.on('close', r));
+      return (await imageId(IMAGE)) === undefined;
+    },
+    { timeoutMs: 120_000, intervalMs: 1000 },
+  );
+  expect(await imageId(IMAGE)).toBeUndefined();
+  // The record stays: the kubelet prunes records of absent images in its own
+  // GC and reclaim only, and answers from memory meanwhile.
+  expect(existsSync(record)).toBe(true);
+
+  // Without the Secret: absent, so the kubelet pulls with no credentials and the registry refuses.
+  await pod(ns, 'after-without', false);
+  await waitFor(
+    'the pod without the Secret to fail its pull after the removal',
+    async () => /ErrImagePull|ImagePullBackOff/.test(await podState(ns, 'after-without')),
+    { timeoutMs: 120_000 },
+  );
+  expect(await imageId(IMAGE)).toBeUndefined();
+  // With it: pulled again.
+  await pod(ns, 'after-with', true);
+  await waitFor(
+    'the pod with the Secret to run again',
+    async () => (await podState(ns, 'after-with')) === 'Running',
+    { timeoutMs: 120_000 },
+  );
+  expect(await imageId(IMAGE)).toBe(id);
+}, 900_000);

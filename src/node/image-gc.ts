@@ -15,6 +15,7 @@ import {
   recordsLoaded,
   InvalidDiskCapacityError,
   isImageInUse,
+  lastUsersIndex,
   planImageGc,
   spaceGoalReached,
   takeUntilFreed,
@@ -220,7 +221,13 @@ export class ImageGarbageCollector {
           pod: p.ref ?? p.uid,
         })),
     ]);
-    this.records = updateImageRecords(this.records, images, this.inUse, this.now());
+    this.records = updateImageRecords(
+      this.records,
+      images,
+      this.inUse,
+      this.now(),
+      lastUsersIndex(pods),
+    );
     return images;
   }
 

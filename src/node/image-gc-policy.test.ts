@@ -5,6 +5,7 @@ import {
   imagesInUse,
   InvalidDiskCapacityError,
   lastUsersIndex,
+  mayBeExpectedBack,
   planImageGc,
   protectionOf,
   recordsLoaded,
@@ -13,7 +14,9 @@ import {
   updateImageRecords,
   usagePercent,
   validateImageGcPolicy,
+  withExpectedBack,
   type Candidate,
+  type ImageGcPlan,
   type ImageGcPolicy,
   type ImageInfo,
   type ImageRecord,
@@ -299,6 +302,62 @@ describe('the last user of an image (for images expected back)', () => {
       lastUsedMs: 1000,
       lastUser: job,
     });
+  });
+});
+
+describe('withExpectedBack: out of the age pass, last in the space pass', () => {
+  const HOUR = 3_600_000;
+  const NOW = 100 * HOUR;
+  const user = {
+    namespace: 'shop',
+    owner: { apiVersion: 'batch/v1', kind: 'CronJob', name: 'nightly', uid: 'c' },
+  };
+  const cand = (id: string, lastUsedHoursAgo: number, withUser = true): Candidate => ({
+    image: image(id),
+    record: {
+      firstDetectedMs: 0,
+      lastUsedMs: NOW - lastUsedHoursAgo * HOUR,
+      ...(withUser ? { lastUser: user } : {}),
+    },
+  });
+  // LRU order, as planImageGc gives it: the age list (past a 24h maximum age), then the space list.
+  const plan = (): ImageGcPlan => ({
+    protected: [],
+    age: [cand('old-back', 50), cand('old', 40), cand('old-back-2', 30)],
+    space: [cand('back', 10), cand('a', 8, false), cand('b', 5)],
+    tooYoung: [],
+  });
+  const expected = new Map([
+    ['old-back', 'CronJob shop/nightly'],
+    ['old-back-2', 'Deployment shop/web'],
+    ['back', 'CronJob shop/nightly'],
+  ]);
+  const ids = (cs: Candidate[]) => cs.map((c) => c.image.id);
+
+  test('expected-back images leave the age list and go to the end of the space list, least recently used first among themselves', () => {
+    const p = withExpectedBack(plan(), expected, NOW, 0);
+    expect(ids(p.age)).toEqual(['old']);
+    expect(ids(p.space)).toEqual(['a', 'b', 'old-back', 'old-back-2', 'back']);
+    expect(p.expectedBack?.map((e) => [e.candidate.image.id, e.workload])).toEqual([
+      ['old-back', 'CronJob shop/nightly'],
+      ['old-back-2', 'Deployment shop/web'],
+      ['back', 'CronJob shop/nightly'],
+    ]);
+  });
+
+  test('--expected-back-max-unused: an image unused for longer is an ordinary candidate again', () => {
+    const p = withExpectedBack(plan(), expected, NOW, 36 * HOUR);
+    expect(ids(p.age)).toEqual(['old-back', 'old']);
+    expect(ids(p.space)).toEqual(['a', 'b', 'old-back-2', 'back']);
+    expect(mayBeExpectedBack(cand('x', 36), NOW, 36 * HOUR)).toBe(true);
+    expect(mayBeExpectedBack(cand('x', 37), NOW, 36 * HOUR)).toBe(false);
+    // No last user, or never used: nothing to ask about.
+    expect(mayBeExpectedBack(cand('x', 1, false), NOW, 0)).toBe(false);
+  });
+
+  test('nothing expected back: the plan as it was', () => {
+    const p = plan();
+    expect(withExpectedBack(p, new Map(), NOW, 0)).toBe(p);
   });
 });
 

@@ -364,6 +364,12 @@ export interface ImageGcPlan {
   space: Candidate[];
   /** Unused, but detected less than MinAge ago. */
   tooYoung: Candidate[];
+  /**
+   * Images expected back (withExpectedBack), least recently used first: out
+   * of the age list, at the end of the space list. With the workload that
+   * expects each, as "CronJob shop/nightly".
+   */
+  expectedBack?: { candidate: Candidate; workload: string }[];
 }
 
 export function planImageGc(input: {
@@ -394,8 +400,50 @@ export function planImageGc(input: {
   return plan;
 }
 
-/** Why a pass leaves an image: its protection, or younger than --image-minimum-gc-age. */
-export type KeptReason = ProtectionReason | 'too-young';
+/**
+ * Whether "expected back" may protect an image: it has a last user, and was
+ * used within `maxUnusedMs` (--expected-back-max-unused; 0: no bound). An
+ * image unused for longer is an ordinary candidate, whatever its workload.
+ */
+export function mayBeExpectedBack(c: Candidate, nowMs: number, maxUnusedMs: number): boolean {
+  if (!c.record.lastUser || c.record.lastUsedMs === undefined) return false;
+  return maxUnusedMs <= 0 || nowMs - c.record.lastUsedMs <= maxUnusedMs;
+}
+
+/**
+ * The plan with the images expected back (`expected`: image ID → the
+ * workload, from expected-back.ts) out of the age pass (never removed for
+ * the maximum age while they stay expected back) and at the end of the space
+ * pass's order (removed last, least recently used first among themselves),
+ * as long as `mayBeExpectedBack` says the bound allows it.
+ */
+export function withExpectedBack(
+  plan: ImageGcPlan,
+  expected: ReadonlyMap<string, string>,
+  nowMs: number,
+  maxUnusedMs: number,
+): ImageGcPlan {
+  const isExpected = (c: Candidate): boolean =>
+    expected.has(c.image.id) && mayBeExpectedBack(c, nowMs, maxUnusedMs);
+  const back = evictionOrder([...plan.age, ...plan.space].filter(isExpected));
+  if (back.length === 0) return plan;
+  return {
+    ...plan,
+    age: plan.age.filter((c) => !isExpected(c)),
+    space: [...plan.space.filter((c) => !isExpected(c)), ...back],
+    expectedBack: back.map((candidate) => ({
+      candidate,
+      workload: expected.get(candidate.image.id) ?? '',
+    })),
+  };
+}
+
+/**
+ * Why a pass leaves an image: its protection, younger than
+ * --image-minimum-gc-age, or expected back (a workload will use it again)
+ * and not reached.
+ */
+export type KeptReason = ProtectionReason | 'too-young' | 'expected-back';
 
 /** The images a plan may not remove, counted by why (what a short pressure reclaim reports). */
 export function keptImages(plan: ImageGcPlan): Partial<Record<KeptReason, number>> {

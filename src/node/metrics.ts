@@ -73,7 +73,7 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
     }),
     imageKeptBytes: new Gauge({
       name: 'kubegc_node_image_kept_bytes',
-      help: "What the last image pass (periodic or a pressure reclaim) left on the image filesystem, by reason: in-use, pinned-by-runtime, sandbox-image, pinned-images, too-young (the runtime's sizes of the images kept), shared-layers (sizes of removed images the disk did not give back)",
+      help: "What the last image pass (periodic or a pressure reclaim) left on the image filesystem, by reason: in-use, pinned-by-runtime, sandbox-image, pinned-images, too-young, expected-back (the runtime's sizes of the images kept), shared-layers (sizes of removed images the disk did not give back)",
       labelNames: ['reason'],
       registers,
     }),

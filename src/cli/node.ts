@@ -10,6 +10,7 @@ import { ContainerGarbageCollector } from '../node/container-gc.ts';
 import { DISK_REPORT_PATH } from '../node/disk-report.ts';
 import { DEFAULT_CONTAINER_GC_POLICY } from '../node/container-gc-policy.ts';
 import { ImageGarbageCollector } from '../node/image-gc.ts';
+import { apiWorkloadReader, ExpectedBackChecker } from '../node/expected-back.ts';
 import { imagePatternProblem } from '../node/image-refs.ts';
 import {
   DEFAULT_IMAGE_GC_POLICY,
@@ -141,6 +142,16 @@ export const NODE_FLAGS = {
     validate: (v) =>
       Array.isArray(v) ? v.map(imagePatternProblem).find((p) => p?.certain)?.message : undefined,
   },
+  'expected-back-images': {
+    kind: 'bool',
+    help: 'with API access, an image whose last user on this node was a pod of a workload that still exists and names it (a CronJob, a Deployment, StatefulSet or ReplicaSet even scaled to 0, a DaemonSet, a Job not finished) is removed last for space and never for --image-maximum-gc-age; the workload is read (GET) only when such an image is about to go',
+    default: 'true',
+  },
+  'expected-back-max-unused': {
+    kind: 'duration',
+    help: 'an image unused for longer than this is no longer protected as expected back (0: no bound)',
+    default: '168h',
+  },
   'pod-infra-container-image': {
     kind: 'string',
     help: 'the sandbox (pause) image, never removed; default: what the runtime reports',
@@ -220,8 +231,9 @@ Before the kubelet's eviction manager would act (a disk signal within
 --eviction-reclaim-margin of --eviction-hard), it reclaims as the kubelet
 does: dead containers of terminated and evicted pods, then unused images.
 Images in use, named by pods bound to this node, pinned by the runtime or
---pinned-images, and the sandbox image are never removed. Logs are JSON
-lines on stderr; one line per removal.
+--pinned-images, and the sandbox image are never removed; images a workload
+on the cluster still names (expected back) go last. Logs are JSON lines on
+stderr; one line per removal.
 
 flags:
 ${formatFlags(NODE_FLAGS)}`;
@@ -282,6 +294,8 @@ function nodePolicies(flags: NodeFlags): {
 interface NodeDeps {
   runtime: RuntimeConnection;
   pods: PodListGate | undefined;
+  /** The API client, if any (the workloads of images expected back are read with it). */
+  client: KubeClient | undefined;
   nodeName: string;
   log: Logger;
   metrics: NodeMetrics;
@@ -303,6 +317,15 @@ function imageCollector(
       stateFile: flags['state-file'],
       dryRun: flags['dry-run'],
       ...(d.pods ? { pods: d.pods } : {}),
+      // Without API access no workload can be read: nothing is expected back.
+      ...(d.client && flags['expected-back-images']
+        ? {
+            expectedBack: {
+              check: new ExpectedBackChecker(apiWorkloadReader(d.client), d.log, d.metrics),
+              maxUnusedMs: flags['expected-back-max-unused'],
+            },
+          }
+        : {}),
     },
     d.log,
     d.metrics,
@@ -403,6 +426,7 @@ export async function nodeCommand(argv: string[]): Promise<number> {
   const deps: NodeDeps = {
     runtime,
     pods: client ? new PodListGate(apiPodLister(client, nodeName)) : undefined,
+    client,
     nodeName,
     log,
     metrics,
@@ -439,6 +463,10 @@ export async function nodeCommand(argv: string[]): Promise<number> {
     ),
     evictionReclaimMargin: flags['eviction-reclaim-margin'],
     pressureCheck: pressure ? `every ${pressurePeriodMs} ms` : 'off',
+    expectedBack:
+      client && flags['expected-back-images']
+        ? { maxUnusedMs: flags['expected-back-max-unused'] }
+        : 'off',
   };
   if (!client)
     log.info(

@@ -4,6 +4,8 @@ import {
   evictionOrder,
   imagesInUse,
   InvalidDiskCapacityError,
+  lastUsersIndex,
+  mayBeExpectedBack,
   planImageGc,
   protectionOf,
   recordsLoaded,
@@ -12,13 +14,16 @@ import {
   updateImageRecords,
   usagePercent,
   validateImageGcPolicy,
+  withExpectedBack,
   type Candidate,
+  type ImageGcPlan,
   type ImageGcPolicy,
   type ImageInfo,
   type ImageRecord,
   type ProtectionContext,
 } from './image-gc-policy.ts';
-import { globMatcher } from './image-refs.ts';
+import { globMatcher, imageNames } from './image-refs.ts';
+import type { NodePod } from './pods.ts';
 
 const MIN = 60_000;
 const policy = (p: Partial<ImageGcPolicy> = {}): ImageGcPolicy => ({
@@ -209,6 +214,150 @@ describe('updateImageRecords', () => {
     });
     // The previous map is not modified.
     expect(previous.get('sha256:used')).toEqual({ firstDetectedMs: 100 });
+  });
+});
+
+describe('the last user of an image (for images expected back)', () => {
+  const owner = (kind: string, name: string) => ({
+    apiVersion: kind === 'Job' ? 'batch/v1' : 'apps/v1',
+    kind,
+    name,
+    uid: `${name}-uid`,
+  });
+  const pod = (p: Partial<NodePod> & { images: string[] }): NodePod => ({
+    uid: `${p.images[0]}-${p.phase ?? 'Running'}`,
+    phase: 'Running',
+    evicted: false,
+    ...p,
+  });
+  const pods: NodePod[] = [
+    pod({
+      namespace: 'shop',
+      controller: owner('Job', 'nightly-29000000'),
+      phase: 'Succeeded',
+      images: ['nightly-tool:1'],
+    }),
+    pod({ namespace: 'shop', controller: owner('ReplicaSet', 'web-abc'), images: ['web:1'] }),
+    // A terminated pod of another workload names web:1 too: the running one wins.
+    pod({
+      namespace: 'shop',
+      controller: owner('Job', 'old-1'),
+      phase: 'Failed',
+      images: ['docker.io/library/web:1'],
+    }),
+    pod({ namespace: 'shop', images: ['bare:1'] }),
+    pod({
+      namespace: 'ops',
+      controller: owner('DaemonSet', 'agent'),
+      volumeImages: ['data:1'],
+      images: [],
+    }),
+  ];
+  const img = (id: string, tag: string) => image(id, [tag]);
+
+  test("by any of the image's names: a controller's pod still running first, then a terminated one; null for a bare pod; undefined for none", () => {
+    const of = lastUsersIndex(pods);
+    const names = (tag: string) => imageNames(img('x', tag));
+    expect(of(names('docker.io/library/web:1'))).toEqual({
+      namespace: 'shop',
+      owner: owner('ReplicaSet', 'web-abc'),
+    });
+    expect(of(names('docker.io/library/nightly-tool:1'))).toEqual({
+      namespace: 'shop',
+      owner: owner('Job', 'nightly-29000000'),
+    });
+    expect(of(names('docker.io/library/data:1'))?.owner.kind).toBe('DaemonSet');
+    expect(of(names('docker.io/library/bare:1'))).toBeNull();
+    expect(of(names('docker.io/library/nobody:1'))).toBeUndefined();
+  });
+
+  test('recorded while the image is in use, kept while it is not, cleared when a bare pod used it last', () => {
+    const job = { namespace: 'shop', owner: owner('Job', 'nightly-29000000') };
+    const images = [
+      img('sha256:n', 'docker.io/library/nightly-tool:1'),
+      img('sha256:b', 'docker.io/library/bare:1'),
+      img('sha256:o', 'docker.io/library/other:1'),
+    ];
+    const first = updateImageRecords(
+      new Map([
+        ['sha256:b', { firstDetectedMs: 1, lastUsedMs: 5, lastUser: job }],
+        ['sha256:o', { firstDetectedMs: 1, lastUsedMs: 5, lastUser: job }],
+      ]),
+      images,
+      new Set(['docker.io/library/nightly-tool:1', 'docker.io/library/bare:1', 'sha256:o']),
+      1000,
+      lastUsersIndex(pods),
+    );
+    expect(Object.fromEntries(first)).toEqual({
+      'sha256:n': { firstDetectedMs: 1000, lastUsedMs: 1000, lastUser: job },
+      // In use by a pod without a controller: nothing will bring it back.
+      'sha256:b': { firstDetectedMs: 1, lastUsedMs: 1000 },
+      // In use by a container no listed pod names: the last user known stays.
+      'sha256:o': { firstDetectedMs: 1, lastUsedMs: 1000, lastUser: job },
+    });
+    // Unused, the pods gone: the record keeps who used it last.
+    const later = updateImageRecords(first, images, new Set(), 2000, lastUsersIndex([]));
+    expect(later.get('sha256:n')).toEqual({
+      firstDetectedMs: 1000,
+      lastUsedMs: 1000,
+      lastUser: job,
+    });
+  });
+});
+
+describe('withExpectedBack: out of the age pass, last in the space pass', () => {
+  const HOUR = 3_600_000;
+  const NOW = 100 * HOUR;
+  const user = {
+    namespace: 'shop',
+    owner: { apiVersion: 'batch/v1', kind: 'CronJob', name: 'nightly', uid: 'c' },
+  };
+  const cand = (id: string, lastUsedHoursAgo: number, withUser = true): Candidate => ({
+    image: image(id),
+    record: {
+      firstDetectedMs: 0,
+      lastUsedMs: NOW - lastUsedHoursAgo * HOUR,
+      ...(withUser ? { lastUser: user } : {}),
+    },
+  });
+  // LRU order, as planImageGc gives it: the age list (past a 24h maximum age), then the space list.
+  const plan = (): ImageGcPlan => ({
+    protected: [],
+    age: [cand('old-back', 50), cand('old', 40), cand('old-back-2', 30)],
+    space: [cand('back', 10), cand('a', 8, false), cand('b', 5)],
+    tooYoung: [],
+  });
+  const expected = new Map([
+    ['old-back', 'CronJob shop/nightly'],
+    ['old-back-2', 'Deployment shop/web'],
+    ['back', 'CronJob shop/nightly'],
+  ]);
+  const ids = (cs: Candidate[]) => cs.map((c) => c.image.id);
+
+  test('expected-back images leave the age list and go to the end of the space list, least recently used first among themselves', () => {
+    const p = withExpectedBack(plan(), expected, NOW, 0);
+    expect(ids(p.age)).toEqual(['old']);
+    expect(ids(p.space)).toEqual(['a', 'b', 'old-back', 'old-back-2', 'back']);
+    expect(p.expectedBack?.map((e) => [e.candidate.image.id, e.workload])).toEqual([
+      ['old-back', 'CronJob shop/nightly'],
+      ['old-back-2', 'Deployment shop/web'],
+      ['back', 'CronJob shop/nightly'],
+    ]);
+  });
+
+  test('--expected-back-max-unused: an image unused for longer is an ordinary candidate again', () => {
+    const p = withExpectedBack(plan(), expected, NOW, 36 * HOUR);
+    expect(ids(p.age)).toEqual(['old-back', 'old']);
+    expect(ids(p.space)).toEqual(['a', 'b', 'old-back-2', 'back']);
+    expect(mayBeExpectedBack(cand('x', 36), NOW, 36 * HOUR)).toBe(true);
+    expect(mayBeExpectedBack(cand('x', 37), NOW, 36 * HOUR)).toBe(false);
+    // No last user, or never used: nothing to ask about.
+    expect(mayBeExpectedBack(cand('x', 1, false), NOW, 0)).toBe(false);
+  });
+
+  test('nothing expected back: the plan as it was', () => {
+    const p = plan();
+    expect(withExpectedBack(p, new Map(), NOW, 0)).toBe(p);
   });
 });
 

@@ -3,7 +3,7 @@
 // age pass, and the least-recently-used order of the space pass. The CRI calls
 // and disk measurements live in image-gc.ts.
 import { imageNames, imageRefNames, type ImageMatcher } from './image-refs.ts';
-import { isTerminated, type NodePod } from './pods.ts';
+import { isTerminated, type NodePod, type OwnerRef } from './pods.ts';
 
 export interface ImageGcPolicy {
   /** Usage (percent of the image filesystem) at or above which the space pass runs. */
@@ -140,6 +140,50 @@ export interface ImageRecord {
    * kubegc was down keeps its old record: that is the one case this misses.
    */
   maxAgeFromMs?: number;
+  /**
+   * The controller of the pod that last used the image on this node, as of
+   * the last time a listed pod with a controller named it while it was in
+   * use (persisted). What "expected back" reads (expected-back.ts).
+   */
+  lastUser?: LastUser;
+}
+
+/** A pod's namespace and controller: the workload that may bring an image back. */
+export interface LastUser {
+  namespace: string;
+  owner: OwnerRef;
+}
+
+/**
+ * The last user of an image by its names, from this node's pods: a pod with
+ * a controller that names it (its containers' images or its image volumes'),
+ * one that has not terminated first; null when only pods without a
+ * controller name it (a bare pod was its last user: nothing brings it back);
+ * undefined when no listed pod names it (the record keeps what it had).
+ */
+export type LastUserOf = (names: readonly string[]) => LastUser | null | undefined;
+
+export function lastUsersIndex(pods: readonly NodePod[]): LastUserOf {
+  // Rank: 0 a pod still running or to run, 1 a terminated one, 2 a pod without a controller.
+  const byName = new Map<string, { user: LastUser | null; rank: number }>();
+  for (const p of pods) {
+    const user: LastUser | null =
+      p.controller && p.namespace ? { namespace: p.namespace, owner: p.controller } : null;
+    const rank = user ? (isTerminated(p) ? 1 : 0) : 2;
+    for (const ref of [...p.images, ...(p.volumeImages ?? [])])
+      for (const n of imageRefNames(ref)) {
+        const had = byName.get(n);
+        if (!had || rank < had.rank) byName.set(n, { user, rank });
+      }
+  }
+  return (names) => {
+    let best: { user: LastUser | null; rank: number } | undefined;
+    for (const n of names) {
+      const e = byName.get(n);
+      if (e && (!best || e.rank < best.rank)) best = e;
+    }
+    return best ? best.user : undefined;
+  };
 }
 
 export type ImageRecords = Map<string, ImageRecord>;
@@ -199,18 +243,25 @@ export function isImageInUse(image: ImageInfo, inUse: Set<string>): boolean {
 
 /**
  * The records after one look at the runtime: new images get firstDetected =
- * now, images in use get lastUsed = now, records of images gone are dropped.
+ * now, images in use get lastUsed = now (and their last user from this
+ * node's pods, `lastUserOf`), records of images gone are dropped.
  */
 export function updateImageRecords(
   previous: ReadonlyMap<string, ImageRecord>,
   images: ImageInfo[],
   inUse: Set<string>,
   nowMs: number,
+  lastUserOf: LastUserOf = () => undefined,
 ): ImageRecords {
   const next: ImageRecords = new Map();
   for (const image of images) {
     const record: ImageRecord = { ...(previous.get(image.id) ?? { firstDetectedMs: nowMs }) };
-    if (isImageInUse(image, inUse)) record.lastUsedMs = nowMs;
+    if (isImageInUse(image, inUse)) {
+      record.lastUsedMs = nowMs;
+      const user = lastUserOf(imageNames(image));
+      if (user) record.lastUser = user;
+      else if (user === null) delete record.lastUser;
+    }
     next.set(image.id, record);
   }
   return next;
@@ -313,6 +364,12 @@ export interface ImageGcPlan {
   space: Candidate[];
   /** Unused, but detected less than MinAge ago. */
   tooYoung: Candidate[];
+  /**
+   * Images expected back (withExpectedBack), least recently used first: out
+   * of the age list, at the end of the space list. With the workload that
+   * expects each, as "CronJob shop/nightly".
+   */
+  expectedBack?: { candidate: Candidate; workload: string }[];
 }
 
 export function planImageGc(input: {
@@ -343,8 +400,50 @@ export function planImageGc(input: {
   return plan;
 }
 
-/** Why a pass leaves an image: its protection, or younger than --image-minimum-gc-age. */
-export type KeptReason = ProtectionReason | 'too-young';
+/**
+ * Whether "expected back" may protect an image: it has a last user, and was
+ * used within `maxUnusedMs` (--expected-back-max-unused; 0: no bound). An
+ * image unused for longer is an ordinary candidate, whatever its workload.
+ */
+export function mayBeExpectedBack(c: Candidate, nowMs: number, maxUnusedMs: number): boolean {
+  if (!c.record.lastUser || c.record.lastUsedMs === undefined) return false;
+  return maxUnusedMs <= 0 || nowMs - c.record.lastUsedMs <= maxUnusedMs;
+}
+
+/**
+ * The plan with the images expected back (`expected`: image ID → the
+ * workload, from expected-back.ts) out of the age pass (never removed for
+ * the maximum age while they stay expected back) and at the end of the space
+ * pass's order (removed last, least recently used first among themselves),
+ * as long as `mayBeExpectedBack` says the bound allows it.
+ */
+export function withExpectedBack(
+  plan: ImageGcPlan,
+  expected: ReadonlyMap<string, string>,
+  nowMs: number,
+  maxUnusedMs: number,
+): ImageGcPlan {
+  const isExpected = (c: Candidate): boolean =>
+    expected.has(c.image.id) && mayBeExpectedBack(c, nowMs, maxUnusedMs);
+  const back = evictionOrder([...plan.age, ...plan.space].filter(isExpected));
+  if (back.length === 0) return plan;
+  return {
+    ...plan,
+    age: plan.age.filter((c) => !isExpected(c)),
+    space: [...plan.space.filter((c) => !isExpected(c)), ...back],
+    expectedBack: back.map((candidate) => ({
+      candidate,
+      workload: expected.get(candidate.image.id) ?? '',
+    })),
+  };
+}
+
+/**
+ * Why a pass leaves an image: its protection, younger than
+ * --image-minimum-gc-age, or expected back (a workload will use it again)
+ * and not reached.
+ */
+export type KeptReason = ProtectionReason | 'too-young' | 'expected-back';
 
 /** The images a plan may not remove, counted by why (what a short pressure reclaim reports). */
 export function keptImages(plan: ImageGcPlan): Partial<Record<KeptReason, number>> {

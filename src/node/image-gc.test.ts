@@ -11,6 +11,12 @@ import {
 import { FilesystemError, ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
 import { diskReport, renderDiskReport } from './disk-report.ts';
 import { DEFAULT_IMAGE_GC_POLICY } from './image-gc-policy.ts';
+import {
+  ExpectedBackChecker,
+  summarizeWorkload,
+  type RawWorkload,
+  type WorkloadReader,
+} from './expected-back.ts';
 import type { NodePod, PodLister } from './pods.ts';
 import { saveStateFile } from './state-file.ts';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -661,4 +667,238 @@ test('a pass asks the image list and the image filesystem at once (one round tri
   };
   await expect(c.gc.run()).resolves.toBeDefined();
   expect([...arrived].sort()).toEqual(['imageFilesystems', 'listImages']);
+});
+
+describe('images expected back (a workload that still names them will pull them again)', () => {
+  // 100 MB disk. nightly-tool (10 MB) was last used 3 hours ago by a pod of a
+  // CronJob's Job; three fillers (5 MB each) by bare pods' containers 30 minutes ago.
+  // In least-recently-used order nightly-tool goes first.
+  const NIGHTLY = hex('n');
+  const FILLERS = [hex('0'), hex('1'), hex('2')];
+  const JOB = {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    name: 'nightly-29000000',
+    uid: 'job-uid',
+  };
+
+  async function node(
+    o: {
+      otherUsedMb?: number;
+      maxAgeMs?: number;
+      expectedBack?: boolean;
+      maxUnusedMs?: number;
+      cronJob?: Record<string, unknown>;
+      /** Instead of the one that answers from the CronJob above. */
+      reader?: WorkloadReader;
+    } = {},
+  ) {
+    const rt = new FakeRuntime(100 * MB, (o.otherUsedMb ?? 40) * MB)
+      .addImage({
+        id: NIGHTLY,
+        repoTags: ['docker.io/library/nightly-tool:1'],
+        layers: { n: 10 * MB },
+      })
+      .addApps(3, 5 * MB, (i) => FILLERS[i] as string)
+      .addContainer('job', 'nightly-tool:1', 'exited');
+    let pods: NodePod[] = [
+      {
+        uid: 'job-pod',
+        ref: 'shop/nightly-29000000-x',
+        namespace: 'shop',
+        controller: JOB,
+        phase: 'Succeeded',
+        evicted: false,
+        images: ['nightly-tool:1'],
+      },
+    ];
+    /** Every workload read, by kind/name. */
+    const reads: string[] = [];
+    const { metrics, registry } = testMetrics();
+    const reader: WorkloadReader = (kind, _ns, name) => {
+      reads.push(`${kind}/${name}`);
+      const raw: RawWorkload =
+        kind === 'Job'
+          ? {
+              metadata: {
+                uid: 'job-uid',
+                ownerReferences: [
+                  {
+                    apiVersion: 'batch/v1',
+                    kind: 'CronJob',
+                    name: 'nightly',
+                    uid: 'cron-uid',
+                    controller: true,
+                  },
+                ],
+              },
+              spec: { template: { spec: { containers: [{ image: 'nightly-tool:1' }] } } },
+              status: { conditions: [{ type: 'Complete', status: 'True' }] },
+            }
+          : {
+              metadata: { uid: 'cron-uid' },
+              spec: {
+                jobTemplate: {
+                  spec: { template: { spec: { containers: [{ image: 'nightly-tool:1' }] } } },
+                },
+              },
+              ...o.cronJob,
+            };
+      return Promise.resolve({ kind: 'found', summary: summarizeWorkload(kind, raw) });
+    };
+    const events = recordingEvents();
+    const clock = { t: NOW - 3 * HOUR };
+    const gc = new ImageGarbageCollector(
+      rt.connection(),
+      rt.imageGcOptions({
+        policy: { ...DEFAULT_IMAGE_GC_POLICY, maxAgeMs: o.maxAgeMs ?? 0 },
+        now: () => clock.t,
+        pods: { nodePods: () => Promise.resolve(pods) },
+        ...(o.expectedBack === false
+          ? {}
+          : {
+              expectedBack: {
+                check: new ExpectedBackChecker(o.reader ?? reader, quietLog, metrics, {
+                  now: () => clock.t,
+                }),
+                maxUnusedMs: o.maxUnusedMs ?? 168 * HOUR,
+              },
+            }),
+      }),
+      quietLog,
+      metrics,
+      events,
+    );
+    // 3 h ago: the Job's pod has just run (its exited container holds the image).
+    await gc.detectImages(await rt.connection().get());
+    // 30 min ago: the Job and its pod are gone (its history limit), bare pods use the fillers.
+    rt.containers = [];
+    pods = [];
+    for (const i of FILLERS.keys()) rt.addContainer(`bare-${i}`, `app${i}:1`, 'exited');
+    clock.t = NOW - 30 * 60_000;
+    await gc.detectImages(await rt.connection().get());
+    rt.containers = [];
+    clock.t = NOW;
+    return { rt, gc, reads, registry, events };
+  }
+
+  test('the record names the Job that last used it', async () => {
+    const n = await node();
+    expect(n.gc.imageRecords().get(NIGHTLY)?.lastUser).toEqual({ namespace: 'shop', owner: JOB });
+    expect(n.gc.imageRecords().get(FILLERS[0] as string)?.lastUser).toBeUndefined();
+  });
+
+  test('the space pass removes the fillers and keeps the CronJob image, though least recently used; its CronJob is read once', async () => {
+    const n = await node({ otherUsedMb: 62 }); // 87% used: 7 MB to free
+    const r = await n.gc.run();
+    expect(n.rt.removed).toEqual([FILLERS[0], FILLERS[1]]);
+    expect(n.rt.images.has(NIGHTLY)).toBe(true);
+    expect(n.reads).toEqual(['Job/nightly-29000000', 'CronJob/nightly']);
+    expect(r.kept['expected-back']).toEqual({
+      images: 1,
+      bytes: 10 * MB,
+      by: ['CronJob shop/nightly'],
+    });
+    expect(
+      await n.registry.getSingleMetricAsString('kubegc_node_expected_back_checks_total'),
+    ).toContain('kubegc_node_expected_back_checks_total{result="expected-back"} 1');
+  });
+
+  test('when nothing else frees enough it goes too, last, and says it was expected back', async () => {
+    const n = await node({ otherUsedMb: 72 }); // 97% used: 17 MB to free, the fillers hold 15
+    const r = await n.gc.run();
+    expect(n.rt.removed).toEqual([...FILLERS, NIGHTLY]);
+    expect(r.removed.map((x) => x.expectedBack)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      'CronJob shop/nightly',
+    ]);
+    expect(r.kept['expected-back']).toBeUndefined();
+  });
+
+  test('under a pressure reclaim too: last, and the removal says so', async () => {
+    const n = await node({ otherUsedMb: 72 });
+    const r = await n.gc.run({ reclaim: { wantedBytes: 17 * MB, done: () => false } });
+    expect(n.rt.removed).toEqual([...FILLERS, NIGHTLY]);
+    expect(r.removed.at(-1)).toMatchObject({
+      reason: 'pressure',
+      expectedBack: 'CronJob shop/nightly',
+    });
+  });
+
+  test('the age pass never removes it while it is expected back; with --expected-back-images=false it does', async () => {
+    const on = await node({ maxAgeMs: 2 * HOUR }); // 40 + 25 MB: below the high threshold
+    const r = await on.gc.run();
+    expect(on.rt.removed).toEqual([]);
+    expect(r.kept['expected-back']?.bytes).toBe(10 * MB);
+    expect(await on.registry.getSingleMetricAsString('kubegc_node_image_kept_bytes')).toContain(
+      `kubegc_node_image_kept_bytes{reason="expected-back"} ${10 * MB}`,
+    );
+
+    const off = await node({ maxAgeMs: 2 * HOUR, expectedBack: false });
+    const r2 = await off.gc.run();
+    expect(off.rt.removed).toEqual([NIGHTLY]);
+    expect(r2.removed).toEqual([expect.objectContaining({ id: NIGHTLY, reason: 'age' })]);
+    expect(off.reads).toEqual([]);
+  });
+
+  test('a suspended CronJob does not expect it back: the age pass removes it', async () => {
+    const n = await node({ maxAgeMs: 2 * HOUR, cronJob: { spec: { suspend: true } } });
+    await n.gc.run();
+    expect(n.rt.removed).toEqual([NIGHTLY]);
+    expect(
+      await n.registry.getSingleMetricAsString('kubegc_node_expected_back_checks_total'),
+    ).toContain('kubegc_node_expected_back_checks_total{result="not-expected-back"} 1');
+  });
+
+  test('--expected-back-max-unused: unused for longer, it is an ordinary candidate, and nothing is read', async () => {
+    const n = await node({ maxAgeMs: 2 * HOUR, maxUnusedMs: 150 * 60_000 });
+    await n.gc.run();
+    expect(n.rt.removed).toEqual([NIGHTLY]);
+    expect(n.reads).toEqual([]);
+  });
+
+  /** A reader of an API server that never answers; `asked` settles at the first read. */
+  function silentApi() {
+    let asked = (): void => undefined;
+    const first = new Promise<void>((r) => (asked = r));
+    const reader: WorkloadReader = () => {
+      asked();
+      return new Promise(() => undefined);
+    };
+    return { reader, first };
+  }
+
+  test('a pressure reclaim waits at most 2 s for the reads: unanswered, the image is not expected back and goes in its usual order', async () => {
+    const api = silentApi();
+    const n = await node({ otherUsedMb: 62, reader: api.reader });
+    const started = Date.now();
+    await n.gc.run({ reclaim: { wantedBytes: 7 * MB, done: () => false } });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(n.rt.removed[0]).toBe(NIGHTLY);
+    expect(
+      await n.registry.getSingleMetricAsString('kubegc_node_expected_back_checks_total'),
+    ).toContain('kubegc_node_expected_back_checks_total{result="unreadable"} 1');
+  });
+
+  test('a periodic pass waiting on the reads is cut short for a pressure reclaim (cutShortChecks)', async () => {
+    const api = silentApi();
+    const n = await node({ otherUsedMb: 62, reader: api.reader });
+    expect(n.gc.cutShortChecks()).toBe(0);
+    const pass = n.gc.run();
+    await api.first;
+    expect(n.gc.cutShortChecks()).toBe(1);
+    const r = await pass;
+    // LRU order: the CronJob's image first, enough on its own.
+    expect(n.rt.removed).toEqual([NIGHTLY]);
+    expect(r.removed[0]?.expectedBack).toBeUndefined();
+  });
+
+  test('a pass that will remove nothing reads nothing', async () => {
+    const n = await node(); // below the high threshold, no maximum age
+    const r = await n.gc.run();
+    expect(r.removed).toEqual([]);
+    expect(n.reads).toEqual([]);
+  });
 });

@@ -15,19 +15,24 @@ import {
   recordsLoaded,
   InvalidDiskCapacityError,
   isImageInUse,
+  lastUsersIndex,
+  mayBeExpectedBack,
   planImageGc,
   spaceGoalReached,
   takeUntilFreed,
   updateImageRecords,
   usagePercent,
+  withExpectedBack,
   type Candidate,
   type FsStats,
   type ImageGcPlan,
   type ImageGcPolicy,
   type ImageRecords,
   type ImageStoreView,
+  type LastUserOf,
 } from './image-gc-policy.ts';
-import { globMatcher, imageRefNames } from './image-refs.ts';
+import { EXPECTED_BACK_URGENT_TIMEOUT_MS, type ExpectedBackCheck } from './expected-back.ts';
+import { globMatcher, imageNames, imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
 import { isTerminated, type NodePod, type PodLister } from './pods.ts';
 import type { NodeEvents } from './node-events.ts';
@@ -39,6 +44,7 @@ import {
   keptBreakdown,
   keptBytes,
   keptNote,
+  removedExpectedBackNote,
   withSharedLayers,
   type ImageUsers,
   type KeptBreakdown,
@@ -64,6 +70,13 @@ export interface ImageGcOptions {
    * containers exist (imagesOfNodePods). Undefined without API access.
    */
   pods?: PodLister;
+  /**
+   * Images expected back (expected-back.ts): those whose last user's
+   * workload will use them again go last in the space pass and never for
+   * the maximum age, while they were used within `maxUnusedMs` (0: no
+   * bound). Undefined: off (--expected-back-images=false, or no API access).
+   */
+  expectedBack?: { check: ExpectedBackCheck; maxUnusedMs: number };
   /** How often, at most, containers are listed again before a removal (default 1 s). */
   inUseRecheckMs?: number;
   /** statfs of the image filesystem (replaceable in tests). */
@@ -90,6 +103,8 @@ export interface RemovedImage {
   tags: string[];
   reason: 'age' | 'space' | 'pressure';
   sizeBytes: number;
+  /** It was expected back (by this workload, "CronJob shop/nightly"): removed last, as nothing else freed enough. */
+  expectedBack?: string;
 }
 
 export interface ImagePassResult {
@@ -110,7 +125,8 @@ export interface ImagePassResult {
   capped: boolean;
   /**
    * What it left and why, with bytes and who keeps each group: the images it
-   * could not remove (protected, younger than the minimum age), and the bytes
+   * could not remove (protected, younger than the minimum age), those
+   * expected back it spared or did not reach, and the bytes
    * of removed images the disk did not give back (why-kept.ts).
    */
   kept: KeptBreakdown;
@@ -161,6 +177,8 @@ export class ImageGarbageCollector {
   private warnedPinnedSandbox = false;
   /** The mountpoint last found to hold the runtime's files (said once in the log). */
   private storeChecked: string | undefined;
+  /** The expected-back checks a periodic pass is waiting on (cutShortChecks). */
+  private checking: AbortController | undefined;
 
   constructor(
     runtime: RuntimeConnection,
@@ -177,6 +195,20 @@ export class ImageGarbageCollector {
     this.statfs = opts.statfs ?? statFilesystem;
     this.imageStore = opts.imageStore ?? viewImageStore;
     this.now = opts.now ?? Date.now;
+  }
+
+  /**
+   * Ends the wait of a periodic pass on its expected-back checks (a pressure
+   * reclaim needs the pass's lock and does not wait on the API server, as
+   * for the pod lists: PodListGate.cutShort); those not answered are not
+   * expected back this pass. How many waits were cut (0 or 1).
+   */
+  cutShortChecks(): number {
+    const c = this.checking;
+    if (!c) return 0;
+    this.checking = undefined;
+    c.abort(new Error('cut short: a pressure reclaim does not wait for these reads'));
+    return 1;
   }
 
   /** The ages kubegc keeps (a copy). */
@@ -226,7 +258,13 @@ export class ImageGarbageCollector {
     this.podImagesInUse = seen.podImagesInUse;
     this.inUse = seen.inUse;
     this.users = seen.users;
-    this.records = updateImageRecords(this.records, seen.images, this.inUse, this.now());
+    this.records = updateImageRecords(
+      this.records,
+      seen.images,
+      this.inUse,
+      this.now(),
+      seen.lastUserOf,
+    );
     return seen.images;
   }
 
@@ -259,7 +297,7 @@ export class ImageGarbageCollector {
           pod: p.ref ?? p.uid,
         })),
     ]);
-    return { images, podImagesInUse, inUse, users };
+    return { images, podImagesInUse, inUse, users, lastUserOf: lastUsersIndex(pods) };
   }
 
   /**
@@ -285,9 +323,9 @@ export class ImageGarbageCollector {
       throw new FilesystemError('the runtime reports no image filesystem (ImageFsInfo)');
     const fs = await this.measure(mountpoint);
     const nowMs = this.now();
-    const plan = planImageGc({
+    const planned = planImageGc({
       images: seen.images,
-      records: updateImageRecords(this.records, seen.images, seen.inUse, nowMs),
+      records: updateImageRecords(this.records, seen.images, seen.inUse, nowMs, seen.lastUserOf),
       protection: {
         inUse: seen.inUse,
         sandboxImages: this.sandboxImages(seen.images),
@@ -296,6 +334,9 @@ export class ImageGarbageCollector {
       nowMs,
       policy: this.opts.policy,
     });
+    // As a reclaim asks (at most a few seconds, never the periodic pass's cut-short handle).
+    const plan = await this.expectedBackPlan(planned, fs, nowMs, true);
+    const back = new Set((plan.expectedBack ?? []).map((e) => e.candidate.image.id));
     const candidate = (c: Candidate, why: 'age' | 'space'): ReclaimableImage => ({
       id: c.image.id,
       tags: c.image.repoTags,
@@ -314,7 +355,7 @@ export class ImageGarbageCollector {
       wantedBytes: bytesToFree(fs, this.opts.policy),
       reclaimable: [
         ...plan.age.map((c) => candidate(c, 'age')),
-        ...plan.space.map((c) => candidate(c, 'space')),
+        ...plan.space.filter((c) => !back.has(c.image.id)).map((c) => candidate(c, 'space')),
       ],
       kept: keptBreakdown(plan, { users: seen.users, policy: this.opts.policy }),
     };
@@ -442,7 +483,7 @@ export class ImageGarbageCollector {
 
     const before = await this.measure(mountpoint);
     const nowMs = this.now();
-    const plan = planImageGc({
+    const planned = planImageGc({
       images,
       records: this.records,
       protection: {
@@ -453,6 +494,10 @@ export class ImageGarbageCollector {
       nowMs,
       policy: this.opts.policy,
     });
+    // When the containers were listed, as far as the re-list before each
+    // removal knows: before the workload reads, which may take a while.
+    const inUseListedAt = Date.now();
+    const plan = await this.expectedBackPlan(planned, before, nowMs, reclaim !== undefined);
     const cap = this.opts.maxRemovalsPerRun > 0 ? this.opts.maxRemovalsPerRun : Infinity;
     const result: ImagePassResult = {
       mountpoint,
@@ -474,7 +519,10 @@ export class ImageGarbageCollector {
       nowMs,
       result,
       lastFs: before,
-      inUseListedAt: Date.now(),
+      inUseListedAt,
+      expectedBack: new Map(
+        (plan.expectedBack ?? []).map((e) => [e.candidate.image.id, e.workload]),
+      ),
     };
     this.log.debug('image GC plan', {
       images: images.length,
@@ -482,6 +530,10 @@ export class ImageGarbageCollector {
       age: plan.age.length,
       space: plan.space.length,
       tooYoung: plan.tooYoung.length,
+      expectedBack: (plan.expectedBack ?? []).map((e) => ({
+        id: e.candidate.image.id,
+        workload: e.workload,
+      })),
     });
 
     // Age pass: unused longer than --image-maximum-gc-age, whatever the usage.
@@ -498,7 +550,7 @@ export class ImageGarbageCollector {
     const after = this.opts.dryRun ? before : await this.measure(mountpoint);
     result.measuredFreedBytes = after.availableBytes - before.availableBytes;
     result.usagePercentAfter = usagePercent(after);
-    result.kept = withSharedLayers(result.kept, {
+    result.kept = withSharedLayers(this.keptAfter(plan, result), {
       removed: result.removed.length,
       reportedFreedBytes: result.reportedFreedBytes,
       measuredFreedBytes: result.measuredFreedBytes,
@@ -517,6 +569,103 @@ export class ImageGarbageCollector {
       if (result.removed.length) await this.saveState();
     }
     return result;
+  }
+
+  /**
+   * The plan with the images expected back moved (withExpectedBack): asked
+   * only for what this pass may remove, the images past the maximum age and,
+   * when the space pass has bytes to free or for a pressure reclaim, its
+   * candidates; only those with a last user used within the bound. Nothing
+   * is read when the pass will remove nothing. A check never fails the pass:
+   * whatever cannot be told is not expected back.
+   */
+  private async expectedBackPlan(
+    plan: ImageGcPlan,
+    fs: FsStats,
+    nowMs: number,
+    reclaim: boolean,
+  ): Promise<ImageGcPlan> {
+    const eb = this.opts.expectedBack;
+    if (!eb) return plan;
+    const wantsSpace = reclaim || bytesToFree(fs, this.opts.policy) > 0;
+    const asked = [...plan.age, ...(wantsSpace ? plan.space : [])].filter((c) =>
+      mayBeExpectedBack(c, nowMs, eb.maxUnusedMs),
+    );
+    if (asked.length === 0) return plan;
+    const expected = new Map<string, string>();
+    // A reclaim waits at most EXPECTED_BACK_URGENT_TIMEOUT_MS for all of
+    // them; a periodic pass until a reclaim cuts it short (cutShortChecks).
+    const waiting = new AbortController();
+    const timer = reclaim
+      ? setTimeout(
+          () =>
+            waiting.abort(
+              new Error(
+                `a pressure reclaim waits at most ${EXPECTED_BACK_URGENT_TIMEOUT_MS} ms for these reads`,
+              ),
+            ),
+          EXPECTED_BACK_URGENT_TIMEOUT_MS,
+        )
+      : undefined;
+    if (!reclaim) this.checking = waiting;
+    let answered = 0;
+    try {
+      await forEachLimited(asked, EXPECTED_BACK_CONCURRENCY, async (c) => {
+        if (waiting.signal.aborted) return;
+        await this.checkExpectedBack(eb.check, c, reclaim, waiting.signal, expected);
+        if (!waiting.signal.aborted) answered += 1;
+      });
+    } finally {
+      clearTimeout(timer);
+      if (this.checking === waiting) this.checking = undefined;
+    }
+    if (waiting.signal.aborted)
+      this.log.info(
+        'expected-back checks not answered in time: those images are not expected back this pass',
+        {
+          asked: asked.length,
+          answered,
+          reason: String((waiting.signal.reason as Error | undefined)?.message),
+        },
+      );
+    return withExpectedBack(plan, expected, nowMs, eb.maxUnusedMs);
+  }
+
+  /** One candidate's check; `expected` gets it if it is expected back. */
+  private async checkExpectedBack(
+    check: ExpectedBackCheck,
+    c: Candidate,
+    urgent: boolean,
+    signal: AbortSignal,
+    expected: Map<string, string>,
+  ): Promise<void> {
+    const user = c.record.lastUser;
+    if (!user) return;
+    try {
+      const v = await check.check(user, imageNames(c.image), { urgent, signal });
+      this.log.debug('expected back?', {
+        id: c.image.id,
+        tags: c.image.repoTags,
+        result: v.result,
+        workload: v.workload,
+        why: v.why,
+      });
+      if (v.result === 'expected-back') expected.set(c.image.id, v.workload);
+    } catch (err) {
+      this.log.warn('cannot tell whether an image is expected back; it is not', {
+        id: c.image.id,
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
+  }
+
+  /** What the pass left, as it stands: the expected-back images it removed are not kept. */
+  private keptAfter(plan: ImageGcPlan, result: ImagePassResult): KeptBreakdown {
+    return keptBreakdown(plan, {
+      users: this.users,
+      policy: this.opts.policy,
+      removed: new Set(result.removed.map((r) => r.id)),
+    });
   }
 
   /**
@@ -616,6 +765,7 @@ export class ImageGarbageCollector {
     const freed = this.opts.dryRun ? reported() : measured();
     if (freed >= wanted) return;
     result.shortfallBytes = wanted - Math.max(freed, 0);
+    result.kept = this.keptAfter(plan, result);
     const diskStill = !this.opts.dryRun && reported() > 0 && measured() <= 0;
     const left = keptNote(
       withSharedLayers(result.kept, {
@@ -624,6 +774,10 @@ export class ImageGarbageCollector {
         measuredFreedBytes: measured(),
         dryRun: this.opts.dryRun,
       }),
+    );
+    const expectedBackNote = removedExpectedBackNote(
+      result.removed.filter((r) => r.reason === 'space'),
+      this.opts.dryRun,
     );
     const note =
       `wanted to free ${wanted} bytes, but freed ${Math.max(measured(), 0)} bytes ` +
@@ -635,6 +789,7 @@ export class ImageGarbageCollector {
         ? `; stopped where the runtime's sizes said enough${diskStill ? '' : ' and then once more by what the disk lacked'}, keeping ${candidates.left()} eligible images (the next pass measures again)`
         : '') +
       (result.capped ? '; stopped at --max-removals-per-run' : '') +
+      (expectedBackNote ? `; ${expectedBackNote}` : '') +
       (left ? `; left: ${left}` : '; no image is protected or too young') +
       (this.opts.dryRun ? ' (dry run: nothing was removed)' : '');
     this.log.warn('image GC could not reach the low threshold', {
@@ -713,6 +868,7 @@ export class ImageGarbageCollector {
    * log the bytes that removal actually freed. Skips images whose removal failed.
    */
   private async remove(pass: Pass, c: Candidate, reason: RemovedImage['reason']): Promise<void> {
+    const expectedBack = pass.expectedBack.get(c.image.id);
     const fields = {
       id: c.image.id,
       tags: c.image.repoTags,
@@ -724,6 +880,7 @@ export class ImageGarbageCollector {
       unusedSeconds: Math.round(
         (pass.nowMs - (c.record.lastUsedMs ?? c.record.firstDetectedMs)) / 1000,
       ),
+      ...(expectedBack !== undefined ? { expectedBack } : {}),
     };
     if (this.opts.dryRun) {
       this.metrics.imagesRemoved.inc({ reason, dry_run: 'true' });
@@ -757,6 +914,7 @@ export class ImageGarbageCollector {
       tags: c.image.repoTags,
       reason,
       sizeBytes: c.image.sizeBytes,
+      ...(expectedBack !== undefined ? { expectedBack } : {}),
     });
     pass.result.reportedFreedBytes += c.image.sizeBytes;
   }
@@ -777,6 +935,8 @@ interface Look {
   podImagesInUse: Set<string>;
   inUse: Set<string>;
   users: ImageUsers;
+  /** The last user (a pod's workload) of each image name, from this node's pods. */
+  lastUserOf: LastUserOf;
 }
 
 interface Pass {
@@ -788,6 +948,27 @@ interface Pass {
   lastFs: FsStats;
   /** When containers were last listed for the in-use set. */
   inUseListedAt: number;
+  /** The images expected back in this pass's plan, and the workload of each. */
+  expectedBack: ReadonlyMap<string, string>;
+}
+
+/** At most this many workload checks at once (each is one or two GETs, most answered by the cache). */
+const EXPECTED_BACK_CONCURRENCY = 4;
+
+/** Runs `f` on every item, at most `limit` at once. */
+async function forEachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  f: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await f(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 const IN_USE_RECHECK_MS = 1000;

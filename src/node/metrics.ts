@@ -25,6 +25,7 @@ export interface NodeMetrics {
   imageFsUsageRatio: Gauge;
   imageGcShortfallBytes: Gauge;
   imageKeptBytes: Gauge<'reason'>;
+  expectedBackChecks: Counter<'result'>;
   containersRemoved: Counter<'reason' | 'dry_run'>;
   sandboxesRemoved: Counter<'reason' | 'dry_run'>;
   containersKept: Counter<'state'>;
@@ -72,8 +73,14 @@ export function createNodeMetrics(registry: Registry): NodeMetrics {
     }),
     imageKeptBytes: new Gauge({
       name: 'kubegc_node_image_kept_bytes',
-      help: "What the last image pass (periodic or a pressure reclaim) left on the image filesystem, by reason: in-use, pinned-by-runtime, sandbox-image, pinned-images, too-young (the runtime's sizes of the images kept), shared-layers (sizes of removed images the disk did not give back)",
+      help: "What the last image pass (periodic or a pressure reclaim) left on the image filesystem, by reason: in-use, pinned-by-runtime, sandbox-image, pinned-images, too-young, expected-back (the runtime's sizes of the images kept), shared-layers (sizes of removed images the disk did not give back)",
       labelNames: ['reason'],
+      registers,
+    }),
+    expectedBackChecks: new Counter({
+      name: 'kubegc_node_expected_back_checks_total',
+      help: "Checks of whether an image about to be removed is expected back (its last user's workload still exists and names it), by result: expected-back (removed last, never for age), not-expected-back (suspended, finished, deleting, or no longer naming it), gone (an object of the owner chain no longer exists), unsupported-kind (a controller kubegc does not follow), unreadable (RBAC, a kind not served, no answer: counts as not expected back)",
+      labelNames: ['result'],
       registers,
     }),
     containersRemoved: new Counter({

@@ -184,15 +184,21 @@ export class NodeGc {
     const end = this.metrics.runDuration.startTimer({ gc: 'pressure' });
     try {
       // A periodic pass holding a lock may be waiting on the API server (its
-      // pod list times out after 5 s); the kubelet evicts meanwhile. Its
-      // list is cut short (that pass keeps what pods could own) before the
-      // reclaim queues for the lock (PodListGate).
+      // pod list times out after 5 s, its expected-back reads as long); the
+      // kubelet evicts meanwhile. Its list is cut short (that pass keeps what
+      // pods could own), and its reads (nothing is expected back), before the
+      // reclaim queues for the lock (PodListGate, cutShortChecks).
       const cut = (): void => {
         const n = this.podLists?.cutShort() ?? 0;
         if (n > 0)
           this.log.info('pod lists of periodic passes cut short for a pressure reclaim', {
             lists: n,
           });
+        // Likewise its reads of workloads (images expected back).
+        if (this.images.cutShortChecks() > 0)
+          this.log.info(
+            'expected-back reads of the periodic image pass cut short for a pressure reclaim',
+          );
       };
       const result = await monitor.check({
         containers: () => {

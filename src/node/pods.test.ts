@@ -28,11 +28,43 @@ describe('toNodePod', () => {
     expect(pod).toEqual({
       uid: 'u1',
       ref: 'shop/web-0',
+      namespace: 'shop',
       phase: 'Running',
       evicted: false,
       images: ['app:1', 'init:1', 'debug:1'],
       volumeImages: ['docker.io/team/data:1', 'models@sha256:' + 'a'.repeat(64)],
     });
+  });
+
+  test('the controller ownerReference (controller: true), for the images expected back; none for a bare pod or an incomplete one', () => {
+    const owner = { apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-29000000', uid: 'j1' };
+    const pod = (ownerReferences: unknown[]) =>
+      toNodePod({
+        metadata: {
+          uid: 'u3',
+          name: 'nightly-29000000-x',
+          namespace: 'shop',
+          ownerReferences: ownerReferences as never,
+        },
+        status: { phase: 'Succeeded' },
+      });
+    expect(
+      pod([
+        { apiVersion: 'v1', kind: 'ConfigMap', name: 'cm', uid: 'c1' },
+        { ...owner, controller: true, blockOwnerDeletion: true },
+      ]),
+    ).toEqual({
+      uid: 'u3',
+      ref: 'shop/nightly-29000000-x',
+      namespace: 'shop',
+      controller: owner,
+      phase: 'Succeeded',
+      evicted: false,
+      images: [],
+    });
+    // An owner that is not the controller, or a controller reference missing its UID.
+    expect(pod([{ ...owner, controller: false }])?.controller).toBeUndefined();
+    expect(pod([{ ...owner, uid: '', controller: true }])?.controller).toBeUndefined();
   });
 
   test('a pod without image volumes has none', () => {

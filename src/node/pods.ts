@@ -13,10 +13,26 @@ import { isObjectNotFound } from '../api/errors.ts';
 import { METADATA_ACCEPT } from '../api/request.ts';
 import { fieldEquals } from '../api/field-selector.ts';
 
+/** An ownerReference: the object that owns another (here, a pod's or a workload's controller). */
+export interface OwnerRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
 export interface NodePod {
   uid: string;
   /** namespace/name, for what an operator reads (who keeps an image); absent if the API gave no name. */
   ref?: string;
+  /** metadata.namespace. */
+  namespace?: string;
+  /**
+   * The ownerReference with `controller: true` (a pod has at most one): the
+   * Job, ReplicaSet, StatefulSet or DaemonSet that made it, for the images
+   * expected back (expected-back.ts). Absent for a bare pod.
+   */
+  controller?: OwnerRef;
   /** A mirror pod: the UID of the static pod it mirrors (its containers carry that UID). */
   mirrorOf?: string;
   /** status.phase as the API has it (Pending, Running, Succeeded, Failed, Unknown). */
@@ -123,12 +139,32 @@ interface PodList {
   items?: RawPod[];
 }
 
+/** An ownerReference as the API gives it (any field may be missing in bad input). */
+export interface RawOwnerRef {
+  apiVersion?: string;
+  kind?: string;
+  name?: string;
+  uid?: string;
+  controller?: boolean;
+}
+
+/**
+ * The controller among an object's ownerReferences (`controller: true`; the
+ * API server allows at most one), if it names what it points at.
+ */
+export function controllerRef(refs: readonly RawOwnerRef[] | undefined): OwnerRef | undefined {
+  const c = refs?.find((r) => r.controller === true);
+  if (!c?.apiVersion || !c.kind || !c.name || !c.uid) return undefined;
+  return { apiVersion: c.apiVersion, kind: c.kind, name: c.name, uid: c.uid };
+}
+
 interface RawPod {
   metadata?: {
     uid?: string;
     name?: string;
     namespace?: string;
     annotations?: Record<string, string>;
+    ownerReferences?: RawOwnerRef[];
   };
   spec?: {
     containers?: { image?: string }[];
@@ -151,9 +187,13 @@ export function toNodePod(p: RawPod): NodePod | undefined {
   const phase = p.status?.phase ?? 'Pending';
   const mirrorOf = p.metadata?.annotations?.[MIRROR_POD_ANNOTATION];
   const name = p.metadata?.name;
+  const namespace = p.metadata?.namespace;
+  const controller = controllerRef(p.metadata?.ownerReferences);
   return {
     uid,
-    ...(name ? { ref: `${p.metadata?.namespace ?? ''}/${name}` } : {}),
+    ...(name ? { ref: `${namespace ?? ''}/${name}` } : {}),
+    ...(namespace ? { namespace } : {}),
+    ...(controller ? { controller } : {}),
     ...(mirrorOf ? { mirrorOf } : {}),
     phase,
     evicted: phase === 'Failed' && p.status?.reason === 'Evicted',

@@ -8,7 +8,8 @@ import {
   testMetrics,
 } from '../../test/support/fake-cri-runtime.ts';
 import type { ContainerPassResult } from './container-gc.ts';
-import { ImageGarbageCollector } from './image-gc.ts';
+import { ImageGarbageCollector, type ImageGcOptions } from './image-gc.ts';
+import type { NodePod } from './pods.ts';
 import type { FsStats } from './image-gc-policy.ts';
 import { PressureMonitor, type ReclaimPasses } from './pressure.ts';
 import { DEFAULT_EVICTION_HARD, parseEvictionHard } from './pressure-policy.ts';
@@ -45,6 +46,9 @@ async function node(o: {
   cap?: number;
   /** How long the image step waits for a slow container step. */
   headStartMs?: number;
+  /** Images (by index) a CronJob's pod last used, and what says whether they are expected back. */
+  lastUsedByCronJob?: number[];
+  expectedBack?: ImageGcOptions['expectedBack'];
 }) {
   const rt = new FakeRuntime(100 * MB, o.otherUsedMb * MB);
   if (o.inodes) rt.inodes = o.inodes;
@@ -66,14 +70,28 @@ async function node(o: {
   const events = recordingEvents();
   const { metrics, registry } = testMetrics();
   const clock = { t: NOW - 3_600_000 };
+  let pods: NodePod[] = (o.lastUsedByCronJob ?? []).map((i) => ({
+    uid: `pod-${i}`,
+    namespace: 'shop',
+    controller: { apiVersion: 'batch/v1', kind: 'Job', name: `nightly-2900000${i}`, uid: `j${i}` },
+    phase: 'Running',
+    evicted: false,
+    images: [`img${i}:1`],
+  }));
   const images = new ImageGarbageCollector(
     rt.connection(),
-    rt.imageGcOptions({ now: () => clock.t, maxRemovalsPerRun: o.cap ?? 0 }),
+    rt.imageGcOptions({
+      now: () => clock.t,
+      maxRemovalsPerRun: o.cap ?? 0,
+      pods: { nodePods: () => Promise.resolve(pods) },
+      ...(o.expectedBack ? { expectedBack: o.expectedBack } : {}),
+    }),
     quietLog,
     metrics,
     events,
   );
   await images.detectImages(await rt.connection().get());
+  pods = [];
   clock.t = NOW;
   const calls: string[] = [];
   const passes: ReclaimPasses = {
@@ -265,6 +283,39 @@ test('short: the DiskPressureReclaimFailed note and the log line say why the ima
       'too-young': { images: 1, bytes: 5 * MB, by: ['2027-01-15T08:02:00.000Z'] },
     },
   });
+});
+
+test('an image expected back removed because nothing else freed enough: the note says so', async () => {
+  // 100 − 70 − 11 = 19 MB available; the target (25 MB) needs img1 and then img0, a CronJob's.
+  const n = await node({
+    otherUsedMb: 70,
+    images: 2,
+    lastUsedByCronJob: [0],
+    expectedBack: {
+      check: {
+        check: () =>
+          Promise.resolve({
+            result: 'expected-back',
+            workload: 'CronJob shop/nightly',
+            why: 'its pod template names the image',
+          }),
+      },
+      maxUnusedMs: 0,
+    },
+  });
+  const r = await n.monitor.check(n.passes);
+  expect(r.reclaims).toMatchObject([
+    {
+      signal: 'imagefs.available',
+      result: 'recovered',
+      imagesRemoved: 2,
+      imagesExpectedBackRemoved: ['CronJob shop/nightly'],
+    },
+  ]);
+  expect(n.rt.removed).toEqual([hex('1'), hex('0')]);
+  expect(n.events.normals.map((e) => e.note)).toEqual([
+    'imagefs.available: 19.0 MB available, the kubelet evicts below 15.0 MB; removed 0 dead containers, 0 sandboxes and 2 images; 29.0 MB available after (reclaim starts below 20.0 MB, aims at 25.0 MB); removed 1 expected-back image (CronJob shop/nightly): nothing else freed enough',
+  ]);
 });
 
 test('short at --max-removals-per-run: the note says where the image step stopped', async () => {

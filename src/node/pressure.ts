@@ -33,7 +33,7 @@ import {
 } from './pressure-policy.ts';
 import type { RuntimeConnection } from './runtime.ts';
 import { deviceOf, statFilesystem } from './statfs.ts';
-import { keptNote, type KeptBreakdown } from './why-kept.ts';
+import { keptNote, removedExpectedBackNote, type KeptBreakdown } from './why-kept.ts';
 
 export interface PressureOptions {
   /** nodefs and imagefs thresholds (--eviction-hard); containerfs ones are derived per layout. */
@@ -72,6 +72,8 @@ export interface ReclaimReport {
   imagesKept?: KeptBreakdown;
   /** The image step stopped at --max-removals-per-run. */
   imagesCapped?: boolean;
+  /** The workload of each image expected back the image step removed (last: nothing else freed enough). */
+  imagesExpectedBackRemoved?: string[];
   result: 'recovered' | 'short' | 'nothing-to-reclaim';
 }
 
@@ -400,6 +402,9 @@ export class PressureMonitor {
       report.imagesRemoved = r.removed.length;
       report.imagesKept = r.kept;
       report.imagesCapped = r.capped;
+      report.imagesExpectedBackRemoved = r.removed.flatMap((x) =>
+        x.expectedBack !== undefined ? [x.expectedBack] : [],
+      );
       report.after = await this.level(need, fsys.paths);
     }
     if (containerStep) {
@@ -413,10 +418,15 @@ export class PressureMonitor {
         { signal: need.signal },
         Math.max(0, report.after - before),
       );
+    const expectedBack = removedExpectedBackNote(
+      (report.imagesExpectedBackRemoved ?? []).map((w) => ({ expectedBack: w })),
+      this.opts.dryRun,
+    );
     const note =
       `${need.signal}: ${amount(need.signal, before)} available, the kubelet evicts below ${amount(need.signal, need.threshold)}; ` +
       `${this.opts.dryRun ? 'would remove' : 'removed'} ${report.containersRemoved} dead containers, ${report.sandboxesRemoved} sandboxes and ${report.imagesRemoved} images; ` +
       `${amount(need.signal, report.after)} available after (reclaim starts below ${amount(need.signal, need.start)}, aims at ${amount(need.signal, need.target)})` +
+      (expectedBack ? `; ${expectedBack}` : '') +
       (report.result === 'short' ? keptImagesNote(report) : '');
     this.log[report.result === 'recovered' ? 'info' : 'warn']('disk pressure reclaim done', {
       ...fields,
@@ -426,6 +436,9 @@ export class PressureMonitor {
       sandboxesRemoved: report.sandboxesRemoved,
       imagesRemoved: report.imagesRemoved,
       ...(report.imagesKept ? { imagesKept: report.imagesKept } : {}),
+      ...(report.imagesExpectedBackRemoved?.length
+        ? { imagesExpectedBackRemoved: report.imagesExpectedBackRemoved }
+        : {}),
     });
     if (report.result === 'recovered') {
       this.retryAt.delete(need.signal);

@@ -45,6 +45,29 @@ test('save then load round-trips, creating the directory and leaving no temporar
   expect(await loadStateFile(file)).toEqual({ kind: 'loaded', records });
 });
 
+test('the last user (for images expected back) round-trips; a file without it is still valid', async () => {
+  const lastUser = {
+    namespace: 'shop',
+    owner: { apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-29000000', uid: 'j1' },
+  };
+  const withUser = new Map<string, ImageRecord>([
+    ['sha256:a', { firstDetectedMs: 1000, lastUsedMs: 2000, lastUser }],
+    ['sha256:b', { firstDetectedMs: 1000 }],
+  ]);
+  expect(encodeState(withUser).images['sha256:a']).toEqual({
+    firstDetected: '1970-01-01T00:00:01.000Z',
+    lastUsed: '1970-01-01T00:00:02.000Z',
+    lastUser,
+  });
+  const file = path.join(dir, 'state.json');
+  await saveStateFile(file, withUser);
+  expect(await loadStateFile(file)).toEqual({ kind: 'loaded', records: withUser });
+  // A file written before lastUser existed.
+  expect(
+    decodeState('{"version":1,"images":{"sha256:a":{"firstDetected":"2026-01-01T00:00:00Z"}}}'),
+  ).toEqual(new Map([['sha256:a', { firstDetectedMs: Date.parse('2026-01-01T00:00:00Z') }]]));
+});
+
 test('a missing file is reported as missing', async () => {
   expect(await loadStateFile(path.join(dir, 'none.json'))).toEqual({ kind: 'missing' });
 });
@@ -61,6 +84,21 @@ test.each([
     'a bad lastUsed',
     '{"version":1,"images":{"sha256:a":{"firstDetected":"2026-01-01T00:00:00Z","lastUsed":"x"}}}',
     /invalid lastUsed/,
+  ],
+  [
+    'a lastUser without a UID',
+    '{"version":1,"images":{"sha256:a":{"firstDetected":"2026-01-01T00:00:00Z","lastUser":{"namespace":"shop","owner":{"apiVersion":"batch/v1","kind":"Job","name":"n"}}}}}',
+    /image sha256:a: invalid lastUser \{"namespace":"shop".*\(want \{namespace, owner: \{apiVersion, kind, name, uid\}\}\)/,
+  ],
+  [
+    'a lastUser that is not an object',
+    '{"version":1,"images":{"sha256:a":{"firstDetected":"2026-01-01T00:00:00Z","lastUser":"shop/nightly"}}}',
+    /image sha256:a: invalid lastUser "shop\/nightly"/,
+  ],
+  [
+    'a lastUser of null',
+    '{"version":1,"images":{"sha256:a":{"firstDetected":"2026-01-01T00:00:00Z","lastUser":null}}}',
+    /image sha256:a: invalid lastUser null/,
   ],
 ])('%s is invalid, with a reason', async (_name, text, reason) => {
   const file = path.join(dir, 'state.json');

@@ -1,16 +1,18 @@
 // Image ages that survive restarts: firstDetected / lastUsed per image ID in a
-// small JSON file (a hostPath in the DaemonSet). The kubelet keeps these in
+// small JSON file (a hostPath in the DaemonSet), and the workload of each
+// image's last user (for images expected back; optional, files without it
+// stay valid). The kubelet keeps these in
 // memory only, so every restart makes all images look new (upstream #119711).
 // Writes are atomic (temporary file, fsync, rename, fsync of the directory).
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { ImageRecord, ImageRecords } from './image-gc-policy.ts';
+import type { ImageRecord, ImageRecords, LastUser } from './image-gc-policy.ts';
 
 export const STATE_FILE_VERSION = 1;
 
 export interface StateFileContent {
   version: number;
-  images: Record<string, { firstDetected: string; lastUsed?: string }>;
+  images: Record<string, { firstDetected: string; lastUsed?: string; lastUser?: LastUser }>;
 }
 
 export function encodeState(records: ReadonlyMap<string, ImageRecord>): StateFileContent {
@@ -19,6 +21,19 @@ export function encodeState(records: ReadonlyMap<string, ImageRecord>): StateFil
     images[id] = {
       firstDetected: new Date(r.firstDetectedMs).toISOString(),
       ...(r.lastUsedMs !== undefined ? { lastUsed: new Date(r.lastUsedMs).toISOString() } : {}),
+      ...(r.lastUser
+        ? {
+            lastUser: {
+              namespace: r.lastUser.namespace,
+              owner: {
+                apiVersion: r.lastUser.owner.apiVersion,
+                kind: r.lastUser.owner.kind,
+                name: r.lastUser.owner.name,
+                uid: r.lastUser.owner.uid,
+              },
+            },
+          }
+        : {}),
     };
   }
   return { version: STATE_FILE_VERSION, images };
@@ -41,9 +56,36 @@ export function decodeState(text: string): ImageRecords {
         throw new Error(`image ${id}: invalid lastUsed "${r.lastUsed}"`);
       record.lastUsedMs = lastUsedMs;
     }
+    if (r.lastUser !== undefined) record.lastUser = decodeLastUser(id, r.lastUser);
     records.set(id, record);
   }
   return records;
+}
+
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v !== '';
+
+/** A lastUser as written by encodeState; throws with a one-line reason otherwise. */
+function decodeLastUser(id: string, v: unknown): LastUser {
+  const u = v as { namespace?: unknown; owner?: Record<string, unknown> } | null;
+  const o = typeof u === 'object' && u !== null ? u.owner : undefined;
+  if (
+    typeof u !== 'object' ||
+    u === null ||
+    !nonEmpty(u.namespace) ||
+    typeof o !== 'object' ||
+    o === null ||
+    !nonEmpty(o.apiVersion) ||
+    !nonEmpty(o.kind) ||
+    !nonEmpty(o.name) ||
+    !nonEmpty(o.uid)
+  )
+    throw new Error(
+      `image ${id}: invalid lastUser ${JSON.stringify(v)?.slice(0, 200) ?? String(v)} (want {namespace, owner: {apiVersion, kind, name, uid}})`,
+    );
+  return {
+    namespace: u.namespace,
+    owner: { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid },
+  };
 }
 
 export type LoadResult =

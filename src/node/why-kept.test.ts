@@ -5,6 +5,7 @@ import {
   keptBreakdown,
   keptBytes,
   keptNote,
+  removedExpectedBackNote,
   withSharedLayers,
   SHORT_REASONS,
 } from './why-kept.ts';
@@ -106,6 +107,51 @@ test('shared layers: the reported bytes of removed images the disk did not give 
       { removed: 1, reportedFreedBytes: 5 * MB, measuredFreedBytes: -3 * MB, dryRun: false },
     )['shared-layers']?.bytes,
   ).toBe(5 * MB);
+});
+
+test('images expected back: kept unless the pass removed them, by their workload', () => {
+  const back = (id: string, size: number, workload: string) => ({
+    candidate: {
+      image: image(id, `docker.io/library/${id}:1`, size),
+      record: { firstDetectedMs: 0 },
+    },
+    workload,
+  });
+  const p: ImageGcPlan = {
+    ...plan(),
+    protected: [],
+    tooYoung: [],
+    expectedBack: [
+      back('nightly', 10 * MB, 'CronJob shop/nightly'),
+      back('report', 4 * MB, 'CronJob shop/nightly'),
+      back('web', 2 * MB, 'Deployment shop/web'),
+    ],
+  };
+  const kept = keptBreakdown(p, {
+    users,
+    policy: DEFAULT_IMAGE_GC_POLICY,
+    removed: new Set(['web']),
+  });
+  expect(kept).toEqual({
+    'expected-back': { images: 2, bytes: 14 * MB, by: ['CronJob shop/nightly'] },
+  });
+  expect(keptNote(kept)).toBe('expected back 14.0 MB in 2 images (by CronJob shop/nightly)');
+  expect(keptBytes(kept)['expected-back']).toBe(14 * MB);
+});
+
+test('the images expected back a pass removed: named with their workloads', () => {
+  expect(removedExpectedBackNote([{}, { expectedBack: 'CronJob shop/nightly' }], false)).toBe(
+    'removed 1 expected-back image (CronJob shop/nightly): nothing else freed enough',
+  );
+  expect(
+    removedExpectedBackNote(
+      ['a', 'b', 'a', 'c', 'd'].map((n) => ({ expectedBack: `CronJob shop/${n}` })),
+      true,
+    ),
+  ).toBe(
+    'would remove 5 expected-back images (CronJob shop/a, CronJob shop/b, CronJob shop/c, +1 more): nothing else freed enough',
+  );
+  expect(removedExpectedBackNote([{}], false)).toBe('');
 });
 
 test('the metric values: every reason present, 0 where nothing is kept (a bounded label set)', () => {

@@ -20,6 +20,7 @@ export const SHORT_REASONS: readonly ShortReason[] = [
   'sandbox-image',
   'pinned-images',
   'too-young',
+  'expected-back',
   'shared-layers',
 ];
 
@@ -47,10 +48,14 @@ function add(out: KeptBreakdown, reason: ShortReason, bytes: number, by: readonl
   for (const b of by) if (!g.by.includes(b)) g.by.push(b);
 }
 
-/** What a plan leaves and why, with bytes (the runtime's sizes) and who keeps each group. */
+/**
+ * What a plan leaves and why, with bytes (the runtime's sizes) and who keeps
+ * each group. Images expected back count unless `removed` (image IDs the
+ * pass removed) has them: the pass reaches them last.
+ */
 export function keptBreakdown(
   plan: ImageGcPlan,
-  ctx: { users: ImageUsers; policy: ImageGcPolicy },
+  ctx: { users: ImageUsers; policy: ImageGcPolicy; removed?: ReadonlySet<string> },
 ): KeptBreakdown {
   const out: KeptBreakdown = {};
   for (const { image, protection } of plan.protected) {
@@ -70,6 +75,9 @@ export function keptBreakdown(
     add(out, 'too-young', c.image.sizeBytes, [
       new Date(c.record.firstDetectedMs + ctx.policy.minAgeMs).toISOString(),
     ]);
+  for (const { candidate, workload } of plan.expectedBack ?? [])
+    if (!ctx.removed?.has(candidate.image.id))
+      add(out, 'expected-back', candidate.image.sizeBytes, [workload]);
   return out;
 }
 
@@ -107,6 +115,7 @@ const WORDS: Record<ShortReason, string> = {
   'sandbox-image': 'the sandbox image',
   'pinned-images': 'matching --pinned-images',
   'too-young': 'younger than --image-minimum-gc-age',
+  'expected-back': 'expected back',
   'shared-layers': 'removed but not freed on disk',
 };
 
@@ -117,6 +126,7 @@ const BY_WORDS: Record<ShortReason, string> = {
   'sandbox-image': '',
   'pinned-images': 'patterns',
   'too-young': '',
+  'expected-back': 'by',
   'shared-layers': '',
 };
 
@@ -152,6 +162,27 @@ export function keptNote(kept: KeptBreakdown): string {
     const g = kept[r];
     return g && (g.images > 0 || g.bytes > 0) ? [groupNote(r, g)] : [];
   }).join('; ');
+}
+
+/**
+ * For a note: the images expected back that a pass removed (or would, in a
+ * dry run), which it reaches only when nothing else freed enough; '' if none.
+ */
+export function removedExpectedBackNote(
+  removed: readonly { expectedBack?: string }[],
+  dryRun: boolean,
+): string {
+  const workloads: string[] = [];
+  let n = 0;
+  for (const r of removed)
+    if (r.expectedBack !== undefined) {
+      n += 1;
+      if (!workloads.includes(r.expectedBack)) workloads.push(r.expectedBack);
+    }
+  if (n === 0) return '';
+  const shown = workloads.slice(0, NOTE_BY_LIMIT);
+  const more = workloads.length > shown.length ? `, +${workloads.length - shown.length} more` : '';
+  return `${dryRun ? 'would remove' : 'removed'} ${n} expected-back image${n === 1 ? '' : 's'} (${shown.join(', ')}${more}): nothing else freed enough`;
 }
 
 /** The pods that use each image name, from the runtime's container labels and this node's pods. */

@@ -123,6 +123,20 @@ test('deploy/: server dry run, real apply, and RBAC that grants the GC what it n
   for (const verb of ['get', 'watch', 'delete', 'patch'])
     expect(await nodeCan(verb, 'pods', '-A')).toBe('no');
   expect(await nodeCan('get', 'secrets', '-A')).toBe('no');
+  // Images expected back: the workload of an image about to go is read by name, never listed or watched.
+  for (const workload of [
+    'jobs.batch',
+    'cronjobs.batch',
+    'replicasets.apps',
+    'deployments.apps',
+    'statefulsets.apps',
+    'daemonsets.apps',
+  ]) {
+    expect(await nodeCan('get', workload, '-A')).toBe('yes');
+    for (const verb of ['list', 'watch', 'update', 'delete'])
+      expect(await nodeCan(verb, workload, '-A')).toBe('no');
+  }
+  expect(await nodeCan('get', 'replicationcontrollers', '-A')).toBe('no');
   // Events about its Node live in default: created there, nowhere else, never patched.
   expect(await nodeCan('create', 'events.events.k8s.io', '-n', 'default')).toBe('yes');
   expect(await nodeCan('create', 'events.events.k8s.io', '-n', 'kube-system')).toBe('no');

@@ -1,6 +1,6 @@
 // For unit tests: a KubeClient of a stand-in API server (node:http on a free
 // loopback port, plain HTTP), so that the client's real transport is tested.
-import type http from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { KubeClient, type ClientOptions } from './client.ts';
@@ -25,4 +25,24 @@ export async function listenAndConnect(
     currentContext: 'x',
   });
   return KubeClient.create(kc, opts);
+}
+
+/**
+ * For a describe block: `connect(handler)` starts a stand-in server answering
+ * with `handler` and returns its client; both are closed after each test.
+ */
+export function standInPerTest(): (handler: http.RequestListener) => Promise<KubeClient> {
+  let server: http.Server | undefined;
+  let client: KubeClient | undefined;
+  afterEach(async () => {
+    client?.close();
+    server?.closeAllConnections();
+    await new Promise((r) => (server ? server.close(r) : r(undefined)));
+    server = client = undefined;
+  });
+  return async (handler) => {
+    server = http.createServer(handler);
+    client = await listenAndConnect(server);
+    return client;
+  };
 }

@@ -4,15 +4,13 @@
 import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import http from 'node:http';
 import {
   FakeRuntime,
   quietLog,
   recordingEvents,
   testMetrics,
 } from '../../test/support/fake-cri-runtime.ts';
-import type { KubeClient } from '../api/client.ts';
-import { listenAndConnect } from '../api/stand-in-server.testing.ts';
+import { standInPerTest } from '../api/stand-in-server.testing.ts';
 import { ContainerGarbageCollector } from './container-gc.ts';
 import { DEFAULT_CONTAINER_GC_POLICY, legacyLogSymlinkName } from './container-gc-policy.ts';
 import { apiPodLister, type NodePod, type PodLister } from './pods.ts';
@@ -171,20 +169,13 @@ describe('a wrong node name: pods unknown, nothing goes for a pod reason', () =>
     };
   }
 
-  let server: http.Server | undefined;
-  let client: KubeClient | undefined;
-  afterEach(async () => {
-    client?.close();
-    server?.closeAllConnections();
-    await new Promise((r) => (server ? server.close(r) : r(undefined)));
-    server = client = undefined;
-  });
+  const connect = standInPerTest();
 
   test('no Node of that name in the API (its pod LIST answers []): the Succeeded Job pod keeps its newest container, sandbox and log directory; an error, a metric and one event say why', async () => {
     const rt = await jobNode();
     const requests: string[] = [];
     // The API server's answers for a name no Node has: GET 404 naming it, LIST [].
-    server = http.createServer((req, res) => {
+    const client = await connect((req, res) => {
       requests.push(`${req.method} ${req.url}`);
       res.setHeader('content-type', 'application/json');
       if (req.url?.startsWith('/api/v1/nodes/wrong')) {
@@ -202,7 +193,6 @@ describe('a wrong node name: pods unknown, nothing goes for a pod reason', () =>
         );
       } else res.end(JSON.stringify({ kind: 'PodList', apiVersion: 'v1', items: [] }));
     });
-    client = await listenAndConnect(server);
     const { gc, registry, events } = collector(rt, apiPodLister(client, 'wrong'));
 
     const r = await gc.run();

@@ -1,10 +1,8 @@
 // Images expected back: the decision on each workload kind (pure), and the
 // chain from a pod's controller read over a stand-in API server with the real
 // KubeClient (a 403, a 404 naming the object or only the path, the cache).
-import http from 'node:http';
 import { quietLog, testMetrics } from '../../test/support/fake-cri-runtime.ts';
-import type { KubeClient } from '../api/client.ts';
-import { listenAndConnect } from '../api/stand-in-server.testing.ts';
+import { standInPerTest } from '../api/stand-in-server.testing.ts';
 import {
   apiWorkloadReader,
   cronJobOfJobName,
@@ -118,14 +116,7 @@ describe('the decision on the workload (pure)', () => {
 });
 
 describe('the chain from the pod controller, read over the API', () => {
-  let server: http.Server | undefined;
-  let client: KubeClient | undefined;
-  afterEach(async () => {
-    client?.close();
-    server?.closeAllConnections();
-    await new Promise((r) => (server ? server.close(r) : r(undefined)));
-    server = client = undefined;
-  });
+  const connect = standInPerTest();
 
   const CRONJOB = {
     apiVersion: 'batch/v1',
@@ -169,7 +160,7 @@ describe('the chain from the pod controller, read over the API', () => {
   /** A stand-in API server answering GETs from `objects` by path; every request is recorded. */
   async function api(objects: Record<string, Answer | object>) {
     const requests: string[] = [];
-    server = http.createServer((req, res) => {
+    const client = await connect((req, res) => {
       requests.push(`${req.method} ${req.url}`);
       res.setHeader('content-type', 'application/json');
       const a = objects[req.url ?? ''];
@@ -186,7 +177,6 @@ describe('the chain from the pod controller, read over the API', () => {
       res.statusCode = answer.status;
       res.end(JSON.stringify(answer.body));
     });
-    client = await listenAndConnect(server);
     const { metrics, registry } = testMetrics();
     const warnings: { msg: string; fields: Record<string, unknown> }[] = [];
     const log: Logger = {

@@ -423,3 +423,138 @@ test("a private image pulled with a Secret, removed by kubegc: the kubelet's rec
   );
   expect(await imageId(IMAGE)).toBe(id);
 }, 900_000);
+
+/** Images of this test alone: every other image on the node is pinned in its runs. */
+const EB_DEPLOY: ImageSpec = {
+  name: 'kubegc.test/eb-deploy:1',
+  layers: [hostToolsLayer(['/bin/sleep']), randomLayer(1 << 20)],
+  entrypoint: ['/bin/sleep', '3600'],
+};
+const EB_BARE: ImageSpec = {
+  name: 'kubegc.test/eb-bare:1',
+  layers: [hostToolsLayer(['/bin/sleep']), randomLayer(1 << 20)],
+  entrypoint: ['/bin/sleep', '3600'],
+};
+
+test("images expected back, read on the real API as the node reads them: a Deployment scaled to 0 keeps its image through the maximum-age pass (its pod, ReplicaSet and Deployment by GET), a bare pod's image goes; with --expected-back-images=false it goes too", async () => {
+  const ns = await testNamespace(core, 'expected-back');
+  const { apps } = clients(cluster);
+  await importNodeImages([EB_DEPLOY, EB_BARE]);
+  const spec = (image: string): k8s.V1PodSpec => ({
+    terminationGracePeriodSeconds: 0,
+    containers: [{ name: 'main', image, imagePullPolicy: 'Never' }],
+  });
+  await apps.createNamespacedDeployment({
+    namespace: ns,
+    body: {
+      metadata: { name: 'keep' },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: 'keep' } },
+        template: { metadata: { labels: { app: 'keep' } }, spec: spec(EB_DEPLOY.name) },
+      },
+    },
+  });
+  await core.createNamespacedPod({
+    namespace: ns,
+    body: { metadata: { name: 'bare' }, spec: spec(EB_BARE.name) },
+  });
+  await waitFor(
+    'the Deployment pod and the bare pod to run',
+    async () =>
+      (await core.listNamespacedPod({ namespace: ns })).items.filter(podReady).length === 2,
+    { timeoutMs: 120_000 },
+  );
+  const state = path.join(DIR, 'expected-back-state.json');
+  const pins = `registry.k8s.io/*,${NODE_IP}:${REGISTRY_PORT}/*,${PRIVATE_HOST}/*,docker.io/*,kubegc.test/wn-*`;
+  const run = async (extra: string[]): Promise<NodeRun> => {
+    const proc = runKubegc(
+      [
+        'node',
+        '--once',
+        '--cri-endpoint',
+        `unix://${CONTAINERD.socket}`,
+        '--node-name',
+        nodeName,
+        '--kubeconfig',
+        nodeKubeconfig,
+        '--metrics-bind-address',
+        '0',
+        '--health-probe-bind-address',
+        '0',
+        '--pressure-check-period',
+        '0',
+        '--root-dir',
+        kubeletRoot,
+        '--state-file',
+        state,
+        '--pinned-images',
+        pins,
+        // No space pass: only the maximum age removes images here.
+        '--image-gc-high-threshold',
+        '100',
+        '--image-gc-low-threshold',
+        '99',
+        ...extra,
+      ],
+      { ...process.env, KUBERNETES_SERVICE_HOST: '', NODE_NAME: '' },
+    );
+    const code = await new Promise<number | null>((r) => proc.child.on('close', r));
+    return wrap(code, proc);
+  };
+  const present = async (name: string): Promise<boolean> =>
+    (await cri.listImages()).some((i) => i.repoTags.includes(name));
+
+  // While both run: the state file records each image's last user.
+  expect((await run([])).code).toBe(0);
+  const recorded = JSON.parse(await fs.readFile(state, 'utf8')) as {
+    images: Record<string, { lastUser?: { namespace: string; owner: { kind: string } } }>;
+  };
+  const users = Object.values(recorded.images).flatMap((r) => (r.lastUser ? [r.lastUser] : []));
+  expect(users).toEqual([
+    { namespace: ns, owner: expect.objectContaining({ kind: 'ReplicaSet' }) },
+  ]);
+
+  // The Deployment scaled to 0 (it still names its image), the bare pod deleted.
+  const d = await apps.readNamespacedDeployment({ namespace: ns, name: 'keep' });
+  if (!d.spec) throw new Error('the Deployment came back without a spec');
+  d.spec.replicas = 0;
+  await apps.replaceNamespacedDeployment({ namespace: ns, name: 'keep', body: d });
+  await core.deleteNamespacedPod({ namespace: ns, name: 'bare', gracePeriodSeconds: 0 });
+  await waitFor(
+    'the pods to be gone',
+    async () => (await core.listNamespacedPod({ namespace: ns })).items.length === 0,
+    { timeoutMs: 120_000 },
+  );
+
+  // A maximum age of 1 ms (counted from the state file's load, the run's
+  // start): every unused image is past it. The dead containers go first
+  // (their pods are deleted), so the image may go in the next run.
+  const ageOut = [
+    '--image-minimum-gc-age',
+    '0s',
+    '--image-maximum-gc-age',
+    '1ms',
+    '--minimum-container-ttl-duration',
+    '0s',
+  ];
+  const runs: NodeRun[] = [];
+  await waitFor(
+    "the bare pod's image to go by the maximum age",
+    async () => {
+      runs.push(await run(ageOut));
+      return !(await present(EB_BARE.name));
+    },
+    { timeoutMs: 120_000, intervalMs: 1000 },
+  );
+  expect(await present(EB_DEPLOY.name)).toBe(true);
+  // Once more, with the dead containers long gone: still kept, as expected back.
+  runs.push(await run(ageOut));
+  expect(await present(EB_DEPLOY.name)).toBe(true);
+  log(`expected-back runs: ${runs.map((r) => r.removedImages().length).join(', ')} images removed`);
+
+  // The feature off: the same pass takes it.
+  await run([...ageOut, '--expected-back-images=false']);
+  expect(await present(EB_DEPLOY.name)).toBe(false);
+  await core.deleteNamespace({ name: ns });
+});

@@ -505,8 +505,10 @@ test("images expected back, read on the real API as the node reads them: a Deplo
   const present = async (name: string): Promise<boolean> =>
     (await cri.listImages()).some((i) => i.repoTags.includes(name));
 
-  // While both run: the state file records each image's last user.
-  expect((await run([])).code).toBe(0);
+  // While both run: the state file records each image's last user. (A
+  // maximum age, far off, keeps the image pass on: high threshold 100 without
+  // one is the kubelet's "image GC off".)
+  expect((await run(['--image-maximum-gc-age', '1000h'])).code).toBe(0);
   const recorded = JSON.parse(await fs.readFile(state, 'utf8')) as {
     images: Record<string, { lastUser?: { namespace: string; owner: { kind: string } } }>;
   };

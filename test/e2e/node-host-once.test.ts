@@ -316,6 +316,39 @@ test("--node-name wrong, or another Node's name: a Succeeded pod's dead containe
   await core.deleteNamespace({ name: ns });
 });
 
+/**
+ * `kubegc node --once` on the node's containerd as the node's service
+ * account, pressure reclaim off and the endpoints off, with `extra` (its
+ * image GC flags and pins), to its exit. For the image tests; the wrong-name
+ * test has its own (`once`), with the image pass off.
+ */
+async function imageOnce(extra: string[]): Promise<NodeRun> {
+  const proc = runKubegc(
+    [
+      'node',
+      '--once',
+      '--cri-endpoint',
+      `unix://${CONTAINERD.socket}`,
+      '--node-name',
+      nodeName,
+      '--kubeconfig',
+      nodeKubeconfig,
+      '--metrics-bind-address',
+      '0',
+      '--health-probe-bind-address',
+      '0',
+      '--pressure-check-period',
+      '0',
+      '--root-dir',
+      kubeletRoot,
+      ...extra,
+    ],
+    { ...process.env, KUBERNETES_SERVICE_HOST: '', NODE_NAME: '' },
+  );
+  const code = await new Promise<number | null>((r) => proc.child.on('close', r));
+  return wrap(code, proc);
+}
+
 test("a private image pulled with a Secret, removed by kubegc: the kubelet's record stays, a pod without the Secret cannot have the image (as after the kubelet's own removal), a pod with it pulls it again", async () => {
   const ns = await testNamespace(core, 'pulled');
   await core.createNamespacedSecret({
@@ -368,22 +401,6 @@ test("a private image pulled with a Secret, removed by kubegc: the kubelet's rec
     { timeoutMs: 120_000 },
   );
   const args = [
-    'node',
-    '--once',
-    '--cri-endpoint',
-    `unix://${CONTAINERD.socket}`,
-    '--node-name',
-    nodeName,
-    '--kubeconfig',
-    nodeKubeconfig,
-    '--metrics-bind-address',
-    '0',
-    '--health-probe-bind-address',
-    '0',
-    '--pressure-check-period',
-    '0',
-    '--root-dir',
-    kubeletRoot,
     '--minimum-container-ttl-duration',
     '0s',
     '--pinned-images',
@@ -395,8 +412,7 @@ test("a private image pulled with a Secret, removed by kubegc: the kubelet's rec
   await waitFor(
     'kubegc node --once to remove the private image',
     async () => {
-      const once = runKubegc(args, { ...process.env, KUBERNETES_SERVICE_HOST: '' });
-      await new Promise((r) => once.child.on('close', r));
+      await imageOnce(args);
       return (await imageId(IMAGE)) === undefined;
     },
     { timeoutMs: 120_000, intervalMs: 1000 },
@@ -467,41 +483,19 @@ test("images expected back, read on the real API as the node reads them: a Deplo
   );
   const state = path.join(DIR, 'expected-back-state.json');
   const pins = `registry.k8s.io/*,${NODE_IP}:${REGISTRY_PORT}/*,${PRIVATE_HOST}/*,docker.io/*,kubegc.test/wn-*`;
-  const run = async (extra: string[]): Promise<NodeRun> => {
-    const proc = runKubegc(
-      [
-        'node',
-        '--once',
-        '--cri-endpoint',
-        `unix://${CONTAINERD.socket}`,
-        '--node-name',
-        nodeName,
-        '--kubeconfig',
-        nodeKubeconfig,
-        '--metrics-bind-address',
-        '0',
-        '--health-probe-bind-address',
-        '0',
-        '--pressure-check-period',
-        '0',
-        '--root-dir',
-        kubeletRoot,
-        '--state-file',
-        state,
-        '--pinned-images',
-        pins,
-        // No space pass: only the maximum age removes images here.
-        '--image-gc-high-threshold',
-        '100',
-        '--image-gc-low-threshold',
-        '99',
-        ...extra,
-      ],
-      { ...process.env, KUBERNETES_SERVICE_HOST: '', NODE_NAME: '' },
-    );
-    const code = await new Promise<number | null>((r) => proc.child.on('close', r));
-    return wrap(code, proc);
-  };
+  const run = (extra: string[]): Promise<NodeRun> =>
+    imageOnce([
+      '--state-file',
+      state,
+      '--pinned-images',
+      pins,
+      // No space pass: only the maximum age removes images here.
+      '--image-gc-high-threshold',
+      '100',
+      '--image-gc-low-threshold',
+      '99',
+      ...extra,
+    ]);
   const present = async (name: string): Promise<boolean> =>
     (await cri.listImages()).some((i) => i.repoTags.includes(name));
 

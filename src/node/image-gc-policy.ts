@@ -445,14 +445,6 @@ export function withExpectedBack(
  */
 export type KeptReason = ProtectionReason | 'too-young' | 'expected-back';
 
-/** The images a plan may not remove, counted by why (what a short pressure reclaim reports). */
-export function keptImages(plan: ImageGcPlan): Partial<Record<KeptReason, number>> {
-  const kept: Partial<Record<KeptReason, number>> = {};
-  for (const p of plan.protected) kept[p.protection.reason] = (kept[p.protection.reason] ?? 0) + 1;
-  if (plan.tooYoung.length > 0) kept['too-young'] = plan.tooYoung.length;
-  return kept;
-}
-
 /**
  * The space pass stops once it has freed what was needed, by the runtime's
  * sizes (the kubelet's measure) or by the file system measured again

@@ -374,7 +374,7 @@ describe('the chain from the pod controller, read over the API', () => {
   });
 });
 
-test('the cache holds at most maxEntries answers (the oldest go first), and a reader that throws is unreadable', async () => {
+test('the cache holds at most maxEntries answers (the least recently used go first), and a reader that throws is unreadable', async () => {
   const reads: string[] = [];
   const { metrics } = testMetrics();
   const checker = new ExpectedBackChecker(
@@ -399,10 +399,11 @@ test('the cache holds at most maxEntries answers (the oldest go first), and a re
   const ds = (name: string) => user2('DaemonSet', name);
   await checker.check(ds('a'), NIGHTLY);
   await checker.check(ds('b'), NIGHTLY);
-  await checker.check(ds('a'), NIGHTLY); // cached
-  await checker.check(ds('c'), NIGHTLY); // a goes
-  await checker.check(ds('a'), NIGHTLY); // read again
-  expect(reads).toEqual(['a', 'b', 'c', 'a']);
+  await checker.check(ds('a'), NIGHTLY); // cached, and now the most recently used
+  await checker.check(ds('c'), NIGHTLY); // b goes
+  await checker.check(ds('a'), NIGHTLY); // still cached
+  await checker.check(ds('b'), NIGHTLY); // read again
+  expect(reads).toEqual(['a', 'b', 'c', 'b']);
   expect(await checker.check(ds('boom'), NIGHTLY)).toMatchObject({
     result: 'unreadable',
     why: 'socket hang up',

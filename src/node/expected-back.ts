@@ -15,6 +15,7 @@
 import type { KubeClient } from '../api/client.ts';
 import { ApiError, isObjectNotFound } from '../api/errors.ts';
 import type { Logger } from '../log.ts';
+import { TtlLru } from '../shared/ttl-lru.ts';
 import type { LastUser } from './image-gc-policy.ts';
 import { imageRefNames } from './image-refs.ts';
 import type { NodeMetrics } from './metrics.ts';
@@ -274,10 +275,9 @@ export class ExpectedBackChecker implements ExpectedBackCheck {
   private readonly log: Logger;
   private readonly metrics: NodeMetrics;
   private readonly ttlMs: number;
-  private readonly maxEntries: number;
   private readonly now: () => number;
-  /** Outcomes by kind/namespace/name, in insertion order (the oldest first), with when they were asked. */
-  private readonly cache = new Map<string, { at: number; outcome: Promise<ReadOutcome> }>();
+  /** Outcomes by kind/namespace/name, for ttlMs from when they were asked. */
+  private readonly cache: TtlLru<Promise<ReadOutcome>>;
 
   constructor(
     read: WorkloadReader,
@@ -289,8 +289,8 @@ export class ExpectedBackChecker implements ExpectedBackCheck {
     this.log = log;
     this.metrics = metrics;
     this.ttlMs = o.ttlMs ?? EXPECTED_BACK_TTL_MS;
-    this.maxEntries = o.maxEntries ?? EXPECTED_BACK_CACHE_MAX;
     this.now = o.now ?? Date.now;
+    this.cache = new TtlLru(o.maxEntries ?? EXPECTED_BACK_CACHE_MAX, this.now);
   }
 
   async check(
@@ -395,10 +395,8 @@ export class ExpectedBackChecker implements ExpectedBackCheck {
     urgent: boolean,
   ): Promise<ReadOutcome> {
     const key = `${kind}/${namespace}/${name}`;
-    const now = this.now();
     const cached = this.cache.get(key);
-    if (cached && now - cached.at < this.ttlMs) return cached.outcome;
-    this.cache.delete(key);
+    if (cached) return cached;
     const outcome = this.read(kind, namespace, name, {
       ...(urgent ? { timeoutMs: EXPECTED_BACK_URGENT_TIMEOUT_MS } : {}),
     })
@@ -415,16 +413,7 @@ export class ExpectedBackChecker implements ExpectedBackCheck {
           );
         return o;
       });
-    this.cache.set(key, { at: now, outcome });
-    this.prune(now);
+    this.cache.set(key, outcome, this.ttlMs);
     return outcome;
-  }
-
-  /** Drops stale answers, then the oldest while there are too many. */
-  private prune(now: number): void {
-    for (const [key, e] of this.cache) {
-      if (this.cache.size <= this.maxEntries && now - e.at < this.ttlMs) break;
-      this.cache.delete(key);
-    }
   }
 }

@@ -6,6 +6,7 @@
 // Answers are cached briefly (10 s each, kube-controller-manager's defaults)
 // in bounded LRU maps, keyed by a hash: a flood of random tokens costs API
 // calls, not memory, and the tokens themselves are never kept.
+import { TtlLru } from '../ttl-lru.ts';
 import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../api/client.ts';
 
@@ -56,37 +57,6 @@ export const DEFAULT_DELEGATED_AUTH_OPTIONS: DelegatedAuthOptions = {
   deniedTtlMs: 10_000,
   maxEntries: 4096,
 };
-
-class TtlLru<V> {
-  private readonly entries = new Map<string, { value: V; expires: number }>();
-  private readonly max: number;
-  private readonly now: () => number;
-  constructor(max: number, now: () => number) {
-    this.max = max;
-    this.now = now;
-  }
-  get(key: string): V | undefined {
-    const e = this.entries.get(key);
-    if (!e) return undefined;
-    this.entries.delete(key);
-    if (e.expires <= this.now()) return undefined;
-    this.entries.set(key, e);
-    return e.value;
-  }
-  set(key: string, value: V, ttlMs: number): void {
-    this.entries.delete(key);
-    if (ttlMs <= 0) return;
-    this.entries.set(key, { value, expires: this.now() + ttlMs });
-    while (this.entries.size > this.max) {
-      const oldest = this.entries.keys().next();
-      if (oldest.done) break;
-      this.entries.delete(oldest.value);
-    }
-  }
-  get size(): number {
-    return this.entries.size;
-  }
-}
 
 const hash = (text: string): string => createHash('sha256').update(text).digest('base64');
 
